@@ -1,0 +1,79 @@
+// Simulator speed: tasks simulated per second and whole simulations per second
+// on one core. Target (issue 2): >= 5,000 simulations/s of gpt2-xl DDP on 16 GPUs.
+//   build/release/bench/sim_speed [--seconds S]
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
+#include "dtsim/sim/engine.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Scenario {
+    std::string label;
+    dtsim::sim::Config config;
+};
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void run(const Scenario& s, double budget_s) {
+    const auto cal = dtsim::calib::load_hardware("h100-sxm");
+    const auto workload = std::make_shared<const dtsim::models::Workload>(dtsim::sim::build_workload(s.config));
+    // Whole simulation from a built workload: lower, price, run, metrics.
+    std::size_t sims = 0, tasks = 0;
+    auto t0 = Clock::now();
+    while (seconds_since(t0) < budget_s) {
+        auto r = dtsim::sim::simulate(workload, s.config, cal);
+        tasks += r.plan.tasks.size();
+        ++sims;
+    }
+    const double whole = seconds_since(t0);
+    // The engine alone on one lowered, priced plan.
+    const auto plan = dtsim::sim::lower(*workload, s.config);
+    const auto prices = dtsim::sim::CostModel(cal).price(plan, *workload);
+    std::size_t runs = 0;
+    t0 = Clock::now();
+    while (seconds_since(t0) < budget_s) {
+        auto sched = dtsim::sim::run_engine(plan, prices, cal.overlap);
+        runs += sched.makespan_ns > 0;
+    }
+    const double engine = seconds_since(t0);
+    fmt::print("{:<34} {:>7} tasks  {:>10.0f} simulations/s  {:>12.0f} tasks/s (whole)  {:>12.0f} tasks/s (engine)\n",
+               s.label, plan.tasks.size(), double(sims) / whole, double(tasks) / whole,
+               double(runs * plan.tasks.size()) / engine);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    double budget_s = 2.0;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--seconds") == 0) budget_s = std::atof(argv[i + 1]);
+    dtsim::sim::Config gpt2;
+    gpt2.model = "gpt2-xl";
+    gpt2.topology = {2, 8};
+    gpt2.micro_batch = 8;
+    gpt2.seq_len = 1024;
+    gpt2.precision = dtsim::sim::Precision::bf16_mixed;
+    dtsim::sim::Config llama = gpt2;
+    llama.model = "llama2-70b";
+    llama.topology = {128, 8};
+    llama.micro_batch = 1;
+    llama.seq_len = 4096;
+    fmt::print("sim_speed: one core, {:.1f} s per measurement (target: >= 5,000 simulations/s for gpt2-xl DDP)\n",
+               budget_s);
+    run({"gpt2-xl ddp, 16 GPUs", gpt2}, budget_s);
+    run({"llama2-70b ddp, 1024 GPUs", llama}, budget_s);
+    return 0;
+}

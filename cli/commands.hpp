@@ -1,0 +1,13 @@
+// The dtsim subcommands. Each adds itself to the app; main() runs the chosen one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dtsim::cli {
+
+void add_simulate_command(CLI::App& app);
+void add_demo_command(CLI::App& app);
+void add_models_command(CLI::App& app);
+void add_hardware_command(CLI::App& app);
+
+}  // namespace dtsim::cli

@@ -1,0 +1,30 @@
+#include "format_units.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace dtsim::cli {
+
+std::string format_bytes(std::int64_t bytes) {
+    const double b = static_cast<double>(bytes);
+    if (std::llabs(bytes) >= (1LL << 30)) return fmt::format("{:.2f} GiB", b / (1LL << 30));
+    if (std::llabs(bytes) >= (1LL << 20)) return fmt::format("{:.2f} MiB", b / (1LL << 20));
+    if (std::llabs(bytes) >= (1LL << 10)) return fmt::format("{:.2f} KiB", b / (1LL << 10));
+    return fmt::format("{} B", bytes);
+}
+
+std::string format_seconds(double s) {
+    if (s >= 1.0) return fmt::format("{:.3f} s", s);
+    if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+    return fmt::format("{:.1f} us", s * 1e6);
+}
+
+std::string format_count(double x) {
+    if (x >= 1e9) return fmt::format("{:.2f} B", x / 1e9);
+    if (x >= 1e6) return fmt::format("{:.1f} M", x / 1e6);
+    if (x >= 1e3) return fmt::format("{:.1f} k", x / 1e3);
+    return fmt::format("{:.0f}", x);
+}
+
+}  // namespace dtsim::cli

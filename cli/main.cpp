@@ -1,0 +1,45 @@
+// dtsim: predict the step time and memory of data-parallel training, and
+// explain what to run instead.
+#include "commands.hpp"
+#include "dtsim/common/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+    CLI::App app{
+        "dtsim: a distributed-training simulator and performance advisor.\n"
+        "Predicts step time, throughput and peak memory of PyTorch DDP (and, in later\n"
+        "releases, FSDP and DeepSpeed ZeRO) before you spend the GPUs.",
+        "dtsim"};
+    app.set_version_flag("--version", "dtsim 0.1.0");
+    app.require_subcommand(0, 1);
+    app.footer(
+        "Examples:\n"
+        "  dtsim demo\n"
+        "  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
+        "      --strategy ddp --micro-batch 8 --seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json\n"
+        "  dtsim models      # the built-in models\n"
+        "  dtsim hardware    # the built-in hardware presets");
+    dtsim::cli::add_simulate_command(app);
+    dtsim::cli::add_demo_command(app);
+    dtsim::cli::add_models_command(app);
+    dtsim::cli::add_hardware_command(app);
+    try {
+        app.parse(argc, argv);
+        if (app.get_subcommands().empty()) {
+            std::fputs(app.help().c_str(), stdout);
+            return 0;
+        }
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    } catch (const dtsim::Error& e) {
+        fmt::print(stderr, "dtsim: error: {}\n", e.what());
+        return e.exit_code();
+    } catch (const dtsim::InternalError& e) {
+        fmt::print(stderr, "dtsim: {}\n", e.what());
+        return 70;
+    }
+    return 0;
+}

@@ -1,0 +1,109 @@
+#include "summary.hpp"
+
+#include "format_units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace dtsim::cli {
+namespace {
+
+using sim::MemCategory;
+
+template <class... Args>
+void line(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
+    fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+    out += '\n';
+}
+
+std::string breakdown_line(const sim::MemoryBreakdown& b) {
+    std::vector<std::pair<std::int64_t, std::string>> parts;
+    for (int c = 0; c < sim::kMemCategories; ++c)
+        if (b[static_cast<std::size_t>(c)] > 0)
+            parts.emplace_back(b[static_cast<std::size_t>(c)], std::string(to_string(static_cast<MemCategory>(c))));
+    std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::vector<std::string> text;
+    for (const auto& [bytes, name] : parts) text.push_back(fmt::format("{} {}", name, format_bytes(bytes)));
+    return fmt::format("{}", fmt::join(text, ", "));
+}
+
+}  // namespace
+
+std::string summary_text(const sim::SimResult& r, const sim::Config& config, const calib::Calibration& cal,
+                         const sim::ReportExtras& extras) {
+    const sim::Metrics& m = r.metrics;
+    std::string out;
+    line(out, "{} ({} parameters) | {} | {} node{} x {} GPU{} {} ({}) | micro-batch {} x {} tokens{} | {} | {}",
+         config.model, format_count(static_cast<double>(r.workload->param_count())), config.strategy,
+         config.topology.nodes, config.topology.nodes > 1 ? "s" : "", config.topology.gpus_per_node,
+         config.topology.gpus_per_node > 1 ? "s" : "", cal.name, cal.provenance.source, config.micro_batch,
+         r.workload->seq_len, config.grad_accum > 1 ? fmt::format(" x {} accumulation steps", config.grad_accum) : "",
+         to_string(config.precision), to_string(config.optimizer));
+    line(out, "");
+    std::string first;
+    if (extras.first_iteration_step_time_s)
+        first = fmt::format("   (iteration 1, before the bucket rebuild: {})",
+                            format_seconds(*extras.first_iteration_step_time_s));
+    line(out, "  Step time          {}{}", format_seconds(m.step_time_s), first);
+    line(out, "  Throughput         {:.1f} samples/s, {} tokens/s (global batch {})", m.samples_per_s,
+         format_count(m.tokens_per_s), m.global_batch);
+    line(out, "  MFU                {:.1f} %", m.mfu * 100);
+    line(out, "  Compute            {}", format_seconds(m.compute_s));
+    if (m.comm_s > 0)
+        line(out, "  Communication      {}, of which {} exposed (overlap {:.1f} %)", format_seconds(m.comm_s),
+             format_seconds(m.exposed_comm_s), m.overlap_fraction * 100);
+    else
+        line(out, "  Communication      none (one rank)");
+    line(out, "  Peak memory / GPU  {} of {} ({:.0f} %)", format_bytes(m.peak_memory_bytes),
+         format_bytes(m.device_memory_bytes),
+         100.0 * static_cast<double>(m.peak_memory_bytes) / static_cast<double>(m.device_memory_bytes));
+    line(out, "    {}", breakdown_line(m.peak_breakdown));
+    if (!m.collectives.empty()) {
+        line(out, "");
+        line(out, "  Collectives per step ({} in total)", format_bytes(m.comm_bytes_per_step));
+        const std::size_t shown = std::min<std::size_t>(m.collectives.size(), 6);
+        for (std::size_t i = 0; i < shown; ++i) {
+            const auto& c = m.collectives[i];
+            line(out, "    {:<15} {:>12} x {:<4} over {} ranks", to_string(c.kind), format_bytes(c.bytes), c.count,
+                 c.group_size);
+        }
+        if (shown < m.collectives.size())
+            line(out, "    ... {} more sizes (see --format json)", m.collectives.size() - shown);
+    }
+    if (!r.plan.buckets.empty()) {
+        line(out, "");
+        line(out, "  Allreduce buckets: {}", r.plan.buckets.size());
+        const std::size_t shown = std::min<std::size_t>(r.plan.buckets.size(), 4);
+        for (std::size_t i = 0; i < shown; ++i) {
+            const auto& b = r.plan.buckets[i];
+            line(out, "    #{:<4} {:>12}  {} parameter tensor{}", b.index, format_bytes(b.bytes), b.params.size(),
+                 b.params.size() == 1 ? "" : "s");
+        }
+        if (shown < r.plan.buckets.size()) {
+            const auto& b = r.plan.buckets.back();
+            if (shown + 1 < r.plan.buckets.size()) line(out, "    ...");
+            line(out, "    #{:<4} {:>12}  {} parameter tensor{}", b.index, format_bytes(b.bytes), b.params.size(),
+                 b.params.size() == 1 ? "" : "s");
+        }
+    }
+    if (!r.plan.notes.empty()) {
+        line(out, "");
+        for (const auto& n : r.plan.notes) line(out, "  Note: {}", n);
+    }
+    return out;
+}
+
+std::string does_not_fit_message(const sim::SimResult& r, const sim::Config& config, const calib::Calibration& cal) {
+    const sim::Metrics& m = r.metrics;
+    return fmt::format(
+        "does not fit: {} with --micro-batch {} needs {} per GPU but the {} has {} (over by {}; {}). "
+        "Try a smaller --micro-batch (with --grad-accum to keep the global batch), --precision bf16-mixed, "
+        "or a sharded strategy.",
+        config.model, config.micro_batch, format_bytes(m.peak_memory_bytes), cal.device.name,
+        format_bytes(m.device_memory_bytes), format_bytes(m.peak_memory_bytes - m.device_memory_bytes),
+        breakdown_line(m.peak_breakdown));
+}
+
+}  // namespace dtsim::cli

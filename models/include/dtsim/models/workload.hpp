@@ -1,0 +1,90 @@
+// The network as the simulator and executor see it: an ordered list of layers,
+// each with its parameter tensors, forward and backward ops, and the bytes it
+// saves for backward. Plain values; a builder fills them for one micro-batch.
+#pragma once
+
+#include "dtsim/common/dtype.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::models {
+
+// How a transformer's attention core (QK^T, softmax, AV) runs. flash: one fused
+// kernel (PyTorch SDPA's FlashAttention / memory-efficient backends, what
+// HuggingFace's default attn_implementation="sdpa" runs on GPUs) that never
+// materialises the s x s scores and recomputes them in backward. eager:
+// HuggingFace's "eager" path, separate GEMMs and softmax/dropout kernels that
+// save the s x s probabilities. Parsed and printed by model_registry.hpp.
+enum class AttentionImpl : std::uint8_t { flash, eager };
+
+enum class OpKind : std::uint8_t {
+    gemm,         // (batched) matrix multiply C[m,n] = A[m,k] * B[k,n], `batch` times
+    elementwise,  // memory-bound kernel: norms, activations, softmax, residual adds
+    embedding,    // gather (forward) / scatter-add (backward) of table rows
+    loss,         // softmax cross-entropy over the logits
+};
+
+// One kernel-sized unit of work. A flat struct rather than a variant: the
+// simulator prices millions of these, and the fields that do not apply are 0.
+struct Op {
+    OpKind kind = OpKind::elementwise;
+    std::string name;    // "qkv", "attn_scores", "softmax", "fc1.dgrad", ...
+    std::int64_t m = 0;  // GEMM only
+    std::int64_t n = 0;
+    std::int64_t k = 0;
+    std::int64_t batch = 1;  // batched GEMMs (attention); 1 otherwise
+    DType dtype = DType::fp32;
+    std::int64_t bytes = 0;  // bytes read + written (elementwise, embedding, loss)
+    double flops = 0;        // floating-point operations (2mnk*batch for a GEMM)
+    bool recompute = false;  // work repeated from the forward (flash attention's QK^T in backward):
+                             // priced like any op, but not counted in Workload::model_flops()
+};
+
+Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype);
+Op make_elementwise(std::string name, std::int64_t bytes, double flops);
+
+// The two GEMMs of a GEMM's backward: dA = dC * B^T (m x k, inner n) and
+// dB = A^T * dC (k x n, inner m). `with_input_grad=false` drops dA (first layer).
+std::vector<Op> gemm_backward(const Op& forward, bool with_input_grad = true);
+
+struct Parameter {
+    std::string name;                 // "h.3.attn.c_attn.weight"
+    std::vector<std::int64_t> shape;  // torch shape; numel = product
+    int index = -1;                   // position in model.parameters() (definition order)
+    std::int64_t numel() const;
+};
+
+struct Layer {
+    std::string name;               // module path, e.g. "h.3.mlp"
+    int block = -1;                 // transformer block / residual stage index; -1 outside blocks
+    std::vector<Parameter> params;  // in model.parameters() order
+    std::vector<Op> forward;
+    std::vector<Op> backward;                 // in execution order
+    std::int64_t saved_activation_bytes = 0;  // kept from forward until this layer's backward
+    std::int64_t buffer_bytes = 0;            // registered buffers (broadcast by DDP's broadcast_buffers)
+
+    std::int64_t param_count() const;
+};
+
+struct Workload {
+    std::string model;  // registry name, e.g. "gpt2-xl"
+    std::int64_t micro_batch = 0;
+    std::int64_t seq_len = 0;  // 1 for non-sequence models (MLP)
+    DType activation_dtype = DType::fp32;
+    AttentionImpl attention = AttentionImpl::flash;  // what the attention cores model (no meaning for MLPs)
+    std::vector<Layer> layers;                       // forward order
+
+    std::int64_t param_count() const;
+    std::int64_t buffer_bytes() const;
+    std::int64_t samples() const { return micro_batch; }
+    std::int64_t tokens() const { return micro_batch * seq_len; }
+    double forward_flops() const;
+    double backward_flops() const;   // every backward op, recompute ops included
+    double recompute_flops() const;  // the backward ops marked `recompute`
+    // Forward + backward flops of one micro-batch: what MFU counts (recompute excluded).
+    double model_flops() const { return forward_flops() + backward_flops() - recompute_flops(); }
+};
+
+}  // namespace dtsim::models

@@ -1,0 +1,194 @@
+// Llama-2 (HuggingFace LlamaForCausalLM), module-granular, with either
+// attention implementation (AttentionImpl: flash = HuggingFace's default
+// "sdpa", or eager).
+//
+// Layers in forward order: embed_tokens, then per decoder layer layers.<i>:
+// input_layernorm (RMSNorm), self_attn.q_proj, self_attn.k_proj,
+// self_attn.v_proj (GQA: k/v output n_kv_heads*head_dim), self_attn.core
+// (no parameters: rotary on q and k, then eager: repeat_kv when n_kv_heads <
+// n_heads, QK^T, scale+mask+softmax, AV; flash: the fused kernel of
+// add_flash_attention in workload.cpp, which reads the shared K/V heads
+// directly, no repeat_kv; then the head merge), self_attn.o_proj (+ residual
+// add), post_attention_layernorm, mlp.gate_proj, mlp.up_proj, mlp.down_proj
+// (SiLU(gate) * up, then down_proj, + residual add); then norm, lm_head
+// (untied), loss.
+//
+// Parameter names follow the brief's convention (no "model." prefix):
+// embed_tokens.weight, layers.<i>.self_attn.q_proj.weight, ..., norm.weight,
+// lm_head.weight. nn.Linear weights are [out, in]. Indices follow
+// model.parameters() (definition order): embed_tokens, per layer q,k,v,o,
+// gate,up,down, input_layernorm, post_attention_layernorm, then norm, lm_head,
+// which differs from forward order.
+//
+// Saved activations: Korthikanti et al.'s accounting without dropout (no masks,
+// and AV saves the softmax output itself, so it is counted once), with the
+// SwiGLU intermediates. Per layer, in elements of the activation dtype:
+//   input_layernorm           input                              sbh
+//   q_proj                    input (shared by q/k/v_proj; it is
+//                             freed after q_proj's backward, the last)  sbh
+//   k_proj, v_proj            -                                   0
+//   self_attn.core  eager:    rotated Q, repeated K and V (eager
+//                             attention materialises all heads)   3sbh
+//                             softmax output                      as^2b
+//                   flash:    Q, K and V at kv-head width (kvd =
+//                             n_kv_heads*head_dim), output O      2sbh + 2sb*kvd
+//                             log-sum-exp, fp32 (4 bytes each)    asb
+//   o_proj                    input                               sbh
+//   post_attention_layernorm  input                               sbh
+//   gate_proj                 input (shared with up_proj)         sbh
+//   up_proj                   -                                   0
+//   down_proj                 SiLU input, SiLU output and up output
+//                             (the mul's operands), down_proj input  4sbi
+// i.e. 16sbh + 8sbi + 2as^2b bytes per layer for 16-bit activations with eager
+// attention; with flash 14sbh + 4sb*kvd + 8sbi + 4asb (18sbh + 8sbi + 4asb
+// without GQA).
+// Outside layers: embed_tokens the token ids (int64), norm and lm_head their
+// inputs, the loss its log-softmax output (b*s*vocab).
+#include "builders.hpp"
+
+#include <fmt/format.h>
+
+namespace dtsim::models {
+
+Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t micro_batch, std::int64_t seq_len,
+                     DType activation_dtype, AttentionImpl attention) {
+    Workload w;
+    w.model = name;
+    w.micro_batch = micro_batch;
+    w.seq_len = seq_len;
+    w.activation_dtype = activation_dtype;
+    w.attention = attention;
+
+    const std::int64_t b = micro_batch;
+    const std::int64_t s = seq_len;
+    const std::int64_t h = c.hidden;
+    const std::int64_t a = c.heads;
+    const std::int64_t hd = h / a;
+    const std::int64_t kvd = c.kv_heads * hd;
+    const std::int64_t inter = c.intermediate;
+    const std::int64_t T = b * s;
+    const std::int64_t S2 = b * a * s * s;
+    const std::int64_t dt = dtype_bytes(activation_dtype);
+    const DType dtype = activation_dtype;
+    auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    namespace fpe = flops_per_element;
+    constexpr int per_layer = 9;  // parameter tensors per decoder layer
+
+    {
+        LayerBuilder lb("embed_tokens", -1, dtype);
+        lb.param("embed_tokens.weight", {c.vocab, h}, 0);
+        add_embedding(lb, "embed_tokens", T, h);
+        lb.save(8 * T);
+        w.layers.push_back(std::move(lb).finish());
+    }
+
+    for (std::int64_t i = 0; i < c.layers; ++i) {
+        const std::string p = fmt::format("layers.{}.", i);
+        const int blk = static_cast<int>(i);
+        const int base = 1 + per_layer * blk;
+        {
+            LayerBuilder lb(p + "input_layernorm", blk, dtype);
+            lb.param(p + "input_layernorm.weight", {h}, base + 7);
+            lb.elementwise("input_layernorm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
+            lb.save(T * h * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
+            lb.param(p + "self_attn.q_proj.weight", {h, h}, base + 0);
+            lb.gemm("q_proj", T, h, h);
+            lb.save(T * h * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
+            lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + 1);
+            lb.gemm("k_proj", T, kvd, h);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
+            lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2);
+            lb.gemm("v_proj", T, kvd, h);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "self_attn.core", blk, dtype);
+            lb.elementwise("rotary", 2 * T * (h + kvd) * dt, fpe::rotary * d(T * (h + kvd)));
+            if (attention == AttentionImpl::eager) {
+                if (kvd < h) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * h) * dt, 0);
+                lb.gemm("qk", s, s, hd, b * a);
+                lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));  // scale + causal mask + softmax
+                lb.gemm("av", s, hd, s, b * a);
+                lb.save(3 * T * h * dt + S2 * dt);
+            } else {
+                add_flash_attention(lb, b, s, a, c.kv_heads, hd);
+            }
+            lb.elementwise("merge_heads", 2 * T * h * dt, 0);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "self_attn.o_proj", blk, dtype);
+            lb.param(p + "self_attn.o_proj.weight", {h, h}, base + 3);
+            lb.gemm("o_proj", T, h, h);
+            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            lb.save(T * h * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "post_attention_layernorm", blk, dtype);
+            lb.param(p + "post_attention_layernorm.weight", {h}, base + 8);
+            lb.elementwise("post_attention_layernorm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
+            lb.save(T * h * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
+            lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + 4);
+            lb.gemm("gate_proj", T, inter, h);
+            lb.save(T * h * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
+            lb.param(p + "mlp.up_proj.weight", {inter, h}, base + 5);
+            lb.gemm("up_proj", T, inter, h);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        {
+            LayerBuilder lb(p + "mlp.down_proj", blk, dtype);
+            lb.param(p + "mlp.down_proj.weight", {h, inter}, base + 6);
+            lb.elementwise("silu", 2 * T * inter * dt, fpe::silu * d(T * inter));
+            lb.elementwise("mul", 3 * T * inter * dt, fpe::mul * d(T * inter));
+            lb.gemm("down_proj", T, h, inter);
+            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            lb.save(4 * T * inter * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+    }
+
+    const int after = 1 + per_layer * static_cast<int>(c.layers);
+    {
+        LayerBuilder lb("norm", -1, dtype);
+        lb.param("norm.weight", {h}, after);
+        lb.elementwise("norm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
+        lb.save(T * h * dt);
+        w.layers.push_back(std::move(lb).finish());
+    }
+    {
+        LayerBuilder lb("lm_head", -1, dtype);
+        lb.param("lm_head.weight", {c.vocab, h}, after + 1);
+        lb.gemm("lm_head", T, c.vocab, h);
+        lb.save(T * h * dt);
+        w.layers.push_back(std::move(lb).finish());
+    }
+    {
+        LayerBuilder lb("loss", -1, dtype);
+        add_loss(lb, "cross_entropy", T * c.vocab, fpe::cross_entropy);
+        lb.save(T * c.vocab * dt);
+        w.layers.push_back(std::move(lb).finish());
+    }
+    return w;
+}
+
+}  // namespace dtsim::models

@@ -1,0 +1,171 @@
+#include "dtsim/models/model_registry.hpp"
+
+#include "builders.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+namespace dtsim::models {
+namespace {
+
+constexpr std::string_view mlp_pattern = "mlp-<layers>x<width>";
+constexpr std::int64_t mlp_max_layers = 100000;
+constexpr std::int64_t mlp_max_width = 1000000;
+
+struct NamedModel {
+    std::int64_t max_positions = 0;  // also the default sequence length
+    std::function<Workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType dtype,
+                           AttentionImpl attention)>
+        build;
+};
+
+NamedModel gpt2(Gpt2Config c) {
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
+                return build_gpt2(name, c, b, s, dt, at);
+            }};
+}
+
+NamedModel llama(LlamaConfig c) {
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
+                return build_llama(name, c, b, s, dt, at);
+            }};
+}
+
+const Registry<NamedModel>& registry() {
+    static const Registry<NamedModel> r = [] {
+        Registry<NamedModel> reg("model");
+        reg.add("gpt2", "GPT-2 small: 12 layers, hidden 768, 12 heads, context 1024", gpt2({768, 12, 12, 50257, 1024}));
+        reg.add("gpt2-medium", "GPT-2 medium: 24 layers, hidden 1024, 16 heads, context 1024",
+                gpt2({1024, 24, 16, 50257, 1024}));
+        reg.add("gpt2-large", "GPT-2 large: 36 layers, hidden 1280, 20 heads, context 1024",
+                gpt2({1280, 36, 20, 50257, 1024}));
+        reg.add("gpt2-xl", "GPT-2 XL: 48 layers, hidden 1600, 25 heads, context 1024",
+                gpt2({1600, 48, 25, 50257, 1024}));
+        reg.add("llama2-7b", "Llama-2 7B: 32 layers, hidden 4096, 32 heads, context 4096",
+                llama({4096, 32, 32, 32, 11008, 32000, 4096}));
+        reg.add("llama2-13b", "Llama-2 13B: 40 layers, hidden 5120, 40 heads, context 4096",
+                llama({5120, 40, 40, 40, 13824, 32000, 4096}));
+        reg.add("llama2-70b", "Llama-2 70B: 80 layers, hidden 8192, 64 heads (8 KV heads, GQA), context 4096",
+                llama({8192, 80, 64, 8, 28672, 32000, 4096}));
+        return reg;
+    }();
+    return r;
+}
+
+std::optional<std::int64_t> parse_positive(std::string_view text, std::int64_t max) {
+    if (text.empty() || text.size() > 9) return std::nullopt;
+    std::int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || ptr != text.data() + text.size() || v < 1 || v > max) return std::nullopt;
+    return v;
+}
+
+struct MlpShape {
+    std::int64_t layers = 0;
+    std::int64_t width = 0;
+};
+
+MlpShape parse_mlp_name(std::string_view name) {
+    auto fail = [&]() -> MlpShape {
+        throw ConfigError(
+            fmt::format("malformed MLP model name '{}': expected {} with 1 <= layers <= {} and 1 <= width <= {}, "
+                        "e.g. mlp-8x2048.",
+                        name, mlp_pattern, mlp_max_layers, mlp_max_width));
+    };
+    std::string_view rest = name.substr(4);  // after "mlp-"
+    const auto x = rest.find('x');
+    if (x == std::string_view::npos) return fail();
+    auto layers = parse_positive(rest.substr(0, x), mlp_max_layers);
+    auto width = parse_positive(rest.substr(x + 1), mlp_max_width);
+    if (!layers || !width) return fail();
+    return {*layers, *width};
+}
+
+void check_micro_batch(const WorkloadRequest& r) {
+    if (r.micro_batch < 1)
+        throw ConfigError(
+            fmt::format("micro_batch {} is invalid for model '{}': it must be at least 1.", r.micro_batch, r.model));
+}
+
+}  // namespace
+
+std::string_view to_string(AttentionImpl impl) {
+    switch (impl) {
+        case AttentionImpl::flash:
+            return "flash";
+        case AttentionImpl::eager:
+            return "eager";
+    }
+    return "unknown";
+}
+
+AttentionImpl attention_from_string(std::string_view name) {
+    if (name == "flash" || name == "sdpa") return AttentionImpl::flash;
+    if (name == "eager") return AttentionImpl::eager;
+    throw ConfigError(unknown_name_message("attention implementation", name, {"flash", "sdpa", "eager"}));
+}
+
+Workload build_workload(const WorkloadRequest& request) {
+    const std::string& name = request.model;
+    if (name.starts_with("mlp-")) {
+        const MlpShape shape = parse_mlp_name(name);
+        check_micro_batch(request);
+        if (request.seq_len != 0 && request.seq_len != 1)
+            throw ConfigError(fmt::format(
+                "seq_len {} is invalid for model '{}': an MLP has no sequence dimension, so seq_len must be 0 "
+                "(the default) or 1.",
+                request.seq_len, name));
+        return build_mlp(name, shape.layers, shape.width, request.micro_batch, request.activation_dtype);
+    }
+
+    const auto* entry = registry().find_or_null(name);
+    if (entry == nullptr) throw ConfigError(unknown_name_message("model", name, model_names()));
+    check_micro_batch(request);
+    const std::int64_t max = entry->value.max_positions;
+    if (request.seq_len < 0 || request.seq_len > max)
+        throw ConfigError(
+            fmt::format("seq_len {} is out of range for model '{}': it must be between 1 and its context length {} "
+                        "(0 means the default, {}).",
+                        request.seq_len, name, max, max));
+    const std::int64_t seq_len = request.seq_len == 0 ? max : request.seq_len;
+    return entry->value.build(name, request.micro_batch, seq_len, request.activation_dtype, request.attention);
+}
+
+std::vector<ModelInfo> list_models() {
+    static const std::vector<ModelInfo> infos = [] {
+        std::vector<ModelInfo> out;
+        for (const auto& e : registry().entries()) {
+            const Workload w = build_workload({e.name, 1, 0, DType::bf16});
+            ModelInfo info;
+            info.name = e.name;
+            info.description = e.description;
+            info.param_count = w.param_count();
+            info.default_seq_len = w.seq_len;
+            info.training_flops_per_token = w.model_flops() / static_cast<double>(w.seq_len);
+            out.push_back(std::move(info));
+        }
+        ModelInfo mlp;
+        mlp.name = std::string(mlp_pattern);
+        mlp.description =
+            "MLP family: <layers> Linear(<width>, <width>) layers with bias and ReLU, MSE loss; e.g. mlp-8x2048";
+        mlp.default_seq_len = 1;
+        out.push_back(std::move(mlp));
+        return out;
+    }();
+    return infos;
+}
+
+std::vector<std::string> model_names() {
+    std::vector<std::string> names = registry().names();
+    names.emplace_back(mlp_pattern);
+    return names;
+}
+
+}  // namespace dtsim::models

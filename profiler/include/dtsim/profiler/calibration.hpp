@@ -1,0 +1,119 @@
+// Calibration: the measured (or preset) costs the simulator prices tasks with.
+// profiler/ writes it, everything else reads it. Plain data plus JSON I/O;
+// pricing lives in sim/cost_model so this type stays a value.
+#pragma once
+
+#include "dtsim/common/dtype.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::calib {
+
+inline constexpr int kCalibrationVersion = 1;
+
+enum class CollectiveKind : std::uint8_t { allreduce, reduce_scatter, allgather, broadcast, reduce };
+std::string_view to_string(CollectiveKind k);
+CollectiveKind collective_kind_from_string(std::string_view s);  // throws ConfigError
+
+// Inside one node (NVLink, shared memory) or across nodes (InfiniBand, TCP).
+enum class LinkScope : std::uint8_t { intra_node, inter_node };
+std::string_view to_string(LinkScope s);
+LinkScope link_scope_from_string(std::string_view s);
+
+// One measured collective: nccl-tests' `size` (total bytes S) and time.
+struct CollectivePoint {
+    std::int64_t size_bytes = 0;
+    double time_us = 0;
+};
+
+// Cost of one collective kind on one link for one group size. `points` are
+// measurements (interpolated in log-log); latency and bus bandwidth are the
+// fitted (or, for presets, published) alpha-beta line used outside the
+// measured range: t = latency_us + steps * step_latency_us + S * busbw_factor / bus_bw.
+struct CollectiveCurve {
+    CollectiveKind kind = CollectiveKind::allreduce;
+    LinkScope scope = LinkScope::intra_node;
+    int group_size = 0;  // 0: valid for any group size (presets)
+    double latency_us = 0;
+    double step_latency_us = 0;
+    double bus_bw_gbps = 0;
+    double fit_error = 0;                 // relative RMS error of the fitted line over the points
+    std::vector<CollectivePoint> points;  // sorted by size; may be empty
+};
+
+// GEMM efficiency by shape: efficiency = max_efficiency * prod_d d / (d + half_d)
+// for d in (m, n, k): small dimensions cannot fill the machine.
+struct GemmCurve {
+    DType dtype = DType::fp32;
+    double peak_tflops = 0;
+    double max_efficiency = 0;
+    double half_m = 0, half_n = 0, half_k = 0;
+    double fit_error = 0;
+};
+
+// A measured GEMM; the cost model interpolates efficiency between these.
+struct GemmPoint {
+    DType dtype = DType::fp32;
+    std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    double time_us = 0;
+};
+
+struct DeviceSpec {
+    std::string name;
+    std::int64_t memory_bytes = 0;
+    double mem_bw_gbps = 0;             // peak memory bandwidth
+    double elementwise_efficiency = 0;  // achieved / peak for streaming kernels
+    double kernel_overhead_us = 0;      // per-kernel launch gap on the device
+};
+
+struct HostSpec {
+    double h2d_pinned_gbps = 0;
+    double d2h_pinned_gbps = 0;
+    double h2d_pageable_gbps = 0;
+    double d2h_pageable_gbps = 0;
+    double cpu_adam_params_per_s = 0;  // DeepSpeed CPUAdam-style update throughput per rank
+    double nvme_read_gbps = 0;
+    double nvme_write_gbps = 0;
+};
+
+// How much concurrent communication and compute slow each other (>= 1).
+struct OverlapSpec {
+    double compute_slowdown_under_comm = 1.0;
+    double comm_slowdown_under_compute = 1.0;
+};
+
+struct Provenance {
+    std::string source;   // "preset" or "measured"
+    std::string machine;  // host name, or the datasheet the preset follows
+    std::string date;
+    std::string backend;  // "preset", "cpu-mpi-openblas", "cuda-nccl-cublas"
+    int world_size = 0;
+    std::string notes;
+};
+
+struct Calibration {
+    int version = kCalibrationVersion;
+    std::string name;
+    Provenance provenance;
+    DeviceSpec device;
+    int gpus_per_node = 0;  // node shape the intra-node data describes
+    std::vector<GemmCurve> gemm_curves;
+    std::vector<GemmPoint> gemm_points;
+    std::vector<CollectiveCurve> collectives;
+    HostSpec host;
+    OverlapSpec overlap;
+
+    const GemmCurve* gemm_curve(DType dtype) const;
+    double peak_tflops(DType dtype) const;  // 0 when unknown
+};
+
+// JSON I/O. Reading validates every field and names the file and field on error.
+std::string to_json_text(const Calibration& c);
+Calibration calibration_from_json_text(const std::string& text, const std::string& file);
+Calibration read_calibration(const std::string& path);
+void write_calibration(const Calibration& c, const std::string& path);
+
+}  // namespace dtsim::calib

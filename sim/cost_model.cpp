@@ -1,0 +1,190 @@
+#include "dtsim/sim/cost_model.hpp"
+
+#include "dtsim/common/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtsim::sim {
+
+using calib::CollectiveKind;
+using calib::LinkScope;
+
+double busbw_factor(CollectiveKind kind, int n) {
+    const double nn = n;
+    switch (kind) {
+        case CollectiveKind::allreduce:
+            return 2.0 * (nn - 1) / nn;
+        case CollectiveKind::reduce_scatter:
+        case CollectiveKind::allgather:
+            return (nn - 1) / nn;
+        case CollectiveKind::broadcast:
+        case CollectiveKind::reduce:
+            return 1.0;
+    }
+    return 1.0;
+}
+
+int ring_steps(CollectiveKind kind, int n) {
+    return kind == CollectiveKind::allreduce ? 2 * (n - 1) : n - 1;
+}
+
+CostModel::CostModel(const calib::Calibration& calibration) : cal_(&calibration) {}
+
+double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const {
+    return c.max_efficiency * (m / (m + c.half_m)) * (n / (n + c.half_n)) * (k / (k + c.half_k));
+}
+
+double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const {
+    const calib::GemmCurve* c = cal_->gemm_curve(dtype);
+    if (!c)
+        throw CalibrationError(
+            fmt::format("calibration '{}' has no GEMM data for {}; measure it with `dtsim calibrate` or use a preset",
+                        cal_->name, to_string(dtype)));
+    // A batched GEMM fills the machine like one with `batch` times the rows.
+    const double mm = static_cast<double>(m) * static_cast<double>(batch);
+    double eff = gemm_efficiency(*c, mm, static_cast<double>(n), static_cast<double>(k));
+    // Measured points correct the curve: interpolate measured/curve ratios by
+    // inverse squared distance in log2 shape space.
+    double wsum = 0, rsum = 0;
+    for (const auto& p : cal_->gemm_points) {
+        if (p.dtype != dtype) continue;
+        const double pm = static_cast<double>(p.m) * static_cast<double>(p.batch);
+        const double flops = 2.0 * pm * static_cast<double>(p.n) * static_cast<double>(p.k);
+        const double measured = flops / (p.time_us * 1e-6) / (c->peak_tflops * 1e12);
+        const double ratio = measured / gemm_efficiency(*c, pm, static_cast<double>(p.n), static_cast<double>(p.k));
+        const double d = std::pow(std::log2(mm / pm), 2) + std::pow(std::log2(double(n) / double(p.n)), 2) +
+                         std::pow(std::log2(double(k) / double(p.k)), 2);
+        if (d < 1e-12) {
+            wsum = 1;
+            rsum = ratio;
+            break;
+        }
+        wsum += 1.0 / d;
+        rsum += ratio / d;
+    }
+    if (wsum > 0) eff *= rsum / wsum;
+    const double flops = 2.0 * mm * static_cast<double>(n) * static_cast<double>(k);
+    const double compute_ns = flops / (c->peak_tflops * 1e12 * eff) * 1e9;
+    // Thin GEMMs are bound by reading A and B and writing C.
+    const double bytes =
+        (mm * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n) * static_cast<double>(batch) +
+         mm * static_cast<double>(n)) *
+        static_cast<double>(dtype_bytes(dtype));
+    const double memory_ns = bytes / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency);
+    return std::max(compute_ns, memory_ns) + cal_->device.kernel_overhead_us * 1e3;
+}
+
+double CostModel::elementwise_ns(std::int64_t bytes) const {
+    if (bytes <= 0) return 0;
+    return static_cast<double>(bytes) / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency) +
+           cal_->device.kernel_overhead_us * 1e3;
+}
+
+double CostModel::op_ns(const models::Op& op) const {
+    if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype);
+    return elementwise_ns(op.bytes);
+}
+
+const calib::CollectiveCurve& CostModel::curve(CollectiveKind kind, int group_size, LinkScope scope) const {
+    const calib::CollectiveCurve* any = nullptr;
+    for (const auto& c : cal_->collectives) {
+        if (c.kind != kind || c.scope != scope) continue;
+        if (c.group_size == group_size) return c;
+        if (c.group_size == 0) any = &c;
+    }
+    if (any) return *any;
+    std::vector<int> have;
+    for (const auto& c : cal_->collectives)
+        if (c.kind == kind && c.scope == scope) have.push_back(c.group_size);
+    throw CalibrationError(fmt::format(
+        "calibration '{}' has no {} data for a group of {} ranks {} (it has group sizes: {}). "
+        "Measure it: `mpirun -np {} dtsim calibrate --out cal.json`{}",
+        cal_->name, to_string(kind), group_size, scope == LinkScope::intra_node ? "inside a node" : "across nodes",
+        have.empty() ? std::string("none") : fmt::format("{}", fmt::join(have, ", ")), group_size,
+        scope == LinkScope::inter_node ? " across the nodes" : ""));
+}
+
+double CostModel::link_collective_ns(CollectiveKind kind, std::int64_t bytes, int group_size, LinkScope scope) const {
+    if (group_size <= 1 || bytes <= 0) return 0;
+    const calib::CollectiveCurve& c = curve(kind, group_size, scope);
+    const double s = static_cast<double>(bytes);
+    const auto& pts = c.points;
+    if (pts.size() >= 2 && bytes >= pts.front().size_bytes && bytes <= pts.back().size_bytes) {
+        // Piecewise linear in log(size)-log(time) between measured points.
+        auto hi = std::lower_bound(pts.begin(), pts.end(), bytes,
+                                   [](const calib::CollectivePoint& p, std::int64_t b) { return p.size_bytes < b; });
+        if (hi->size_bytes == bytes) return hi->time_us * 1e3;
+        auto lo = hi - 1;
+        const double t = (std::log(s) - std::log(double(lo->size_bytes))) /
+                         (std::log(double(hi->size_bytes)) - std::log(double(lo->size_bytes)));
+        return std::exp(std::log(lo->time_us) + t * (std::log(hi->time_us) - std::log(lo->time_us))) * 1e3;
+    }
+    const double latency_us = c.latency_us + ring_steps(kind, group_size) * c.step_latency_us;
+    return latency_us * 1e3 + s * busbw_factor(kind, group_size) / c.bus_bw_gbps;
+}
+
+double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group) const {
+    const int g = group.per_node();
+    if (group.nodes == 1) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node);
+    if (g == 1) return link_collective_ns(kind, bytes, group.nodes, LinkScope::inter_node);
+    const std::int64_t shard = (bytes + g - 1) / g;
+    auto intra = [&](CollectiveKind k, std::int64_t b) { return link_collective_ns(k, b, g, LinkScope::intra_node); };
+    auto inter = [&](CollectiveKind k, std::int64_t b) {
+        return link_collective_ns(k, b, group.nodes, LinkScope::inter_node);
+    };
+    switch (kind) {
+        case CollectiveKind::allreduce:
+            return intra(CollectiveKind::reduce_scatter, bytes) + inter(CollectiveKind::allreduce, shard) +
+                   intra(CollectiveKind::allgather, bytes);
+        case CollectiveKind::reduce_scatter:
+            return intra(CollectiveKind::reduce_scatter, bytes) + inter(CollectiveKind::reduce_scatter, shard);
+        case CollectiveKind::allgather:
+            return inter(CollectiveKind::allgather, shard) + intra(CollectiveKind::allgather, bytes);
+        case CollectiveKind::broadcast:
+        case CollectiveKind::reduce:
+            return inter(kind, bytes) + intra(kind, bytes);
+    }
+    return 0;
+}
+
+std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workload& workload) const {
+    // Layers repeat across micro-steps: price each layer's phase once.
+    const std::size_t nl = workload.layers.size();
+    std::vector<double> forward_ns(nl, -1), backward_ns(nl, -1);
+    auto layer_ns = [&](const Task& t) -> double {
+        const auto i = static_cast<std::size_t>(t.layer);
+        auto& cache = t.phase == Phase::backward ? backward_ns : forward_ns;
+        if (cache[i] < 0) {
+            const auto& ops = t.phase == Phase::backward ? workload.layers[i].backward : workload.layers[i].forward;
+            double sum = 0;
+            for (const auto& op : ops) sum += op_ns(op);
+            cache[i] = sum;
+        }
+        return cache[i];
+    };
+    std::vector<std::int64_t> out(plan.tasks.size());
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+        const Task& t = plan.tasks[i];
+        double ns = 0;
+        switch (t.kind) {
+            case TaskKind::compute:
+                if (t.layer >= 0) ns = layer_ns(t);
+                ns += elementwise_ns(t.bytes);
+                break;
+            case TaskKind::collective:
+                ns = collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]);
+                break;
+            case TaskKind::copy:
+            case TaskKind::host_compute:
+            case TaskKind::io:
+                DTSIM_ASSERT(false, "task kind not priced yet");
+        }
+        out[i] = static_cast<std::int64_t>(std::llround(ns));
+    }
+    return out;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,50 @@
+// Config: the strategy and its knobs plus the common part of a training setup,
+// named as PyTorch / Lightning / DeepSpeed users name them.
+#pragma once
+
+#include "dtsim/common/dtype.hpp"
+#include "dtsim/models/model_registry.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace dtsim::sim {
+
+enum class Precision : std::uint8_t { fp32, fp16_mixed, bf16_mixed };
+std::string_view to_string(Precision p);
+Precision precision_from_string(std::string_view s);  // "fp32", "fp16-mixed", "bf16-mixed"
+DType compute_dtype(Precision p);                     // dtype of activations and GEMMs
+
+enum class OptimizerKind : std::uint8_t { adam, sgd };
+std::string_view to_string(OptimizerKind o);
+OptimizerKind optimizer_from_string(std::string_view s);
+
+struct Topology {
+    int nodes = 1;
+    int gpus_per_node = 1;
+    int world_size() const { return nodes * gpus_per_node; }
+};
+
+struct Config {
+    std::string model = "gpt2";
+    std::string strategy = "ddp";
+    Topology topology;
+    std::int64_t micro_batch = 1;
+    std::int64_t seq_len = 0;  // 0: the model's default
+    int grad_accum = 1;        // micro-steps per optimizer step (no_sync on all but the last)
+    Precision precision = Precision::fp32;
+    OptimizerKind optimizer = OptimizerKind::adam;
+    models::AttentionImpl attention = models::AttentionImpl::flash;
+    // Simulate the first iteration (before DDP rebuilds its buckets) instead of the steady state.
+    bool first_iteration = false;
+    // Strategy knobs as given with --set key=value, by their torch/DeepSpeed names.
+    std::vector<std::pair<std::string, std::string>> knobs;
+
+    // Throws ConfigError naming the first invalid field (zero GPUs, micro-batch < 1, ...).
+    void validate() const;
+};
+
+}  // namespace dtsim::sim

@@ -1,0 +1,47 @@
+// Prices tasks from a Calibration: GEMMs by a shape-efficiency curve corrected
+// by measured points, streaming kernels by bandwidth, collectives by the
+// measured (or preset) curve for their kind, link and group size.
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/plan.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dtsim::sim {
+
+class CostModel {
+public:
+    explicit CostModel(const calib::Calibration& calibration);
+
+    const calib::Calibration& calibration() const { return *cal_; }
+
+    double gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const;
+    double elementwise_ns(std::int64_t bytes) const;
+    double op_ns(const models::Op& op) const;
+
+    // One collective over `group`: ring inside a node; across nodes, the
+    // hierarchical form (reduce-scatter in the node, the inter-node collective
+    // on 1/per_node of the data, all-gather in the node).
+    double collective_ns(calib::CollectiveKind kind, std::int64_t bytes, const CommGroup& group) const;
+    // One collective on one link, from that link's curve.
+    double link_collective_ns(calib::CollectiveKind kind, std::int64_t bytes, int group_size,
+                              calib::LinkScope scope) const;
+
+    // Standalone duration of every task of `plan` in nanoseconds.
+    std::vector<std::int64_t> price(const Plan& plan, const models::Workload& workload) const;
+
+private:
+    const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope) const;
+    double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
+
+    const calib::Calibration* cal_;
+};
+
+// nccl-tests' bus-bandwidth factor and NCCL's ring step count (strategy-semantics.md §5.1-5.2).
+double busbw_factor(calib::CollectiveKind kind, int n);
+int ring_steps(calib::CollectiveKind kind, int n);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,43 @@
+// Strategy knobs: declared by each strategy (name, type, default, help), given
+// by the user as --set key=value, validated once, then read with typed getters.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtsim::sim {
+
+enum class KnobType { boolean, number, choice };
+
+struct KnobSpec {
+    std::string name;  // torch / DeepSpeed name, e.g. "bucket_cap_mb"
+    KnobType type = KnobType::number;
+    std::string default_value;  // as text; "auto" allowed where the strategy derives it
+    std::string description;
+    std::vector<std::string> choices;  // KnobType::choice
+    double min_value = 0;              // KnobType::number: inclusive lower bound
+};
+
+class Knobs {
+public:
+    // Validates `given` against `specs`: unknown names list the valid knobs,
+    // values must parse as their type. Throws ConfigError.
+    Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
+          const std::vector<std::pair<std::string, std::string>>& given);
+
+    bool is_set(const std::string& name) const;  // given explicitly by the user
+    bool boolean(const std::string& name) const;
+    double number(const std::string& name) const;
+    const std::string& text(const std::string& name) const;  // raw value (given or default)
+
+    // All knob values in declaration order, for reports.
+    const std::vector<std::pair<std::string, std::string>>& values() const { return values_; }
+
+private:
+    const std::pair<std::string, std::string>& find(const std::string& name) const;
+    std::vector<std::pair<std::string, std::string>> values_;
+    std::vector<std::string> explicitly_set_;
+};
+
+}  // namespace dtsim::sim

@@ -1,0 +1,43 @@
+// Metrics: the summary of one simulated (or measured) training step.
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/config.hpp"
+#include "dtsim/sim/engine.hpp"
+#include "dtsim/sim/plan.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dtsim::sim {
+
+struct CollectiveSummary {
+    calib::CollectiveKind kind;
+    std::int64_t bytes = 0;  // payload of one call
+    int group_size = 0;
+    int count = 0;  // calls per step
+};
+
+struct Metrics {
+    double step_time_s = 0;
+    std::int64_t global_batch = 0;  // samples per optimizer step, all ranks
+    double samples_per_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0;               // model flops / (step time * peak of the compute dtype), per GPU
+    double compute_s = 0;         // time the compute stream is busy
+    double comm_s = 0;            // time any collective runs
+    double exposed_comm_s = 0;    // communication with the compute stream idle
+    double overlap_fraction = 0;  // share of communication time hidden under compute (0 without communication)
+    std::int64_t peak_memory_bytes = 0;
+    MemoryBreakdown peak_breakdown{};
+    std::int64_t device_memory_bytes = 0;
+    bool fits = true;
+    std::int64_t comm_bytes_per_step = 0;  // collective payload bytes issued per step
+    std::vector<CollectiveSummary> collectives;
+};
+
+Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models::Workload& workload,
+                        const Config& config, const calib::Calibration& calibration);
+
+}  // namespace dtsim::sim

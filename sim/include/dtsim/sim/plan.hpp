@@ -1,0 +1,96 @@
+// Plan: the task graph of one training step, for one representative rank.
+// The same Plan is priced by the simulator and run by the executor.
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::sim {
+
+using calib::CollectiveKind;
+
+enum class TaskKind : std::uint8_t { compute, collective, copy, host_compute, io };
+std::string_view to_string(TaskKind k);
+
+// What a compute task runs: a layer's forward or backward ops, or an explicit
+// elementwise pass (optimizer step, gradient copies) described by bytes/flops.
+enum class Phase : std::uint8_t { forward, backward, optimizer, gradient_copy, communication };
+std::string_view to_string(Phase p);
+
+enum class MemCategory : std::uint8_t { parameters, gradients, optimizer_states, activations, buckets, other };
+inline constexpr int kMemCategories = 6;
+std::string_view to_string(MemCategory c);
+using MemoryBreakdown = std::array<std::int64_t, kMemCategories>;
+
+struct StreamInfo {
+    std::string name;  // "compute", "nccl:allreduce", ...
+    TaskKind kind;     // the resource class that runs on it
+};
+
+// The ranks a collective runs over: `size` ranks spread over `nodes` nodes.
+struct CommGroup {
+    int size = 1;
+    int nodes = 1;
+    int per_node() const { return size / nodes; }
+};
+
+// Memory a task allocates when it starts (bytes > 0) or frees when it ends (bytes < 0).
+struct MemoryDelta {
+    MemCategory category;
+    std::int64_t bytes;
+};
+
+struct Task {
+    TaskKind kind = TaskKind::compute;
+    Phase phase = Phase::forward;
+    std::int32_t stream = 0;
+    std::int32_t micro_step = 0;
+    std::int32_t layer = -1;   // workload layer for forward/backward compute
+    std::int32_t bucket = -1;  // gradient bucket for collectives and copies
+    CollectiveKind collective = CollectiveKind::allreduce;
+    std::int32_t group = -1;                     // index into Plan::groups
+    std::int64_t bytes = 0;                      // collective payload, or bytes moved by an explicit pass
+    double flops = 0;                            // explicit passes only
+    std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
+    std::uint32_t mem_begin = 0, mem_count = 0;  // into Plan::memory
+};
+
+struct BucketInfo {
+    int index = 0;
+    std::int64_t bytes = 0;
+    std::vector<int> params;  // parameter indices (model.parameters() order)
+};
+
+struct Plan {
+    std::vector<StreamInfo> streams;
+    std::vector<Task> tasks;  // issue order: each stream runs its tasks in this order
+    std::vector<std::int32_t> deps;
+    std::vector<MemoryDelta> memory;
+    std::vector<CommGroup> groups;
+    MemoryBreakdown resident{};  // allocated before the step starts and kept across steps
+    std::vector<BucketInfo> buckets;
+    std::vector<std::string> notes;  // facts the summary should tell the user
+
+    int add_stream(std::string name, TaskKind kind);
+    int add_group(CommGroup g);
+    // Appends a task depending on `deps` (task indices already in the plan).
+    int add_task(Task t, std::span<const std::int32_t> task_deps);
+    int add_task(Task t, std::initializer_list<std::int32_t> task_deps) {
+        return add_task(t, std::span<const std::int32_t>(task_deps.begin(), task_deps.size()));
+    }
+    // Memory deltas belong to the most recently added task.
+    void alloc(MemCategory c, std::int64_t bytes);
+    void release(MemCategory c, std::int64_t bytes);
+
+    std::span<const std::int32_t> deps_of(const Task& t) const { return {deps.data() + t.dep_begin, t.dep_count}; }
+    std::span<const MemoryDelta> memory_of(const Task& t) const { return {memory.data() + t.mem_begin, t.mem_count}; }
+};
+
+}  // namespace dtsim::sim

@@ -1,0 +1,25 @@
+// The simulation report: names for tasks, and the JSON form of a result.
+#pragma once
+
+#include "dtsim/common/json_io.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/simulate.hpp"
+
+#include <optional>
+#include <string>
+
+namespace dtsim::sim {
+
+// "forward h.3.mlp.c_fc", "allreduce bucket 7", "optimizer step".
+std::string task_name(const Plan& plan, const models::Workload& workload, const Task& task);
+
+struct ReportExtras {
+    std::optional<double> first_iteration_step_time_s;  // DDP before the bucket rebuild
+};
+
+// One JSON object with the configuration, the metrics, the memory breakdown,
+// the collectives and (DDP) the buckets. Deterministic for the same input.
+Json report_json(const SimResult& result, const Config& config, const calib::Calibration& calibration,
+                 const ReportExtras& extras = {});
+
+}  // namespace dtsim::sim

@@ -1,0 +1,33 @@
+// The simulator's front door: Workload + Config + Calibration -> Plan,
+// Schedule and Metrics.
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/config.hpp"
+#include "dtsim/sim/engine.hpp"
+#include "dtsim/sim/metrics.hpp"
+#include "dtsim/sim/plan.hpp"
+
+#include <memory>
+
+namespace dtsim::sim {
+
+struct SimResult {
+    // Shared, not copied: sweeps simulate one workload many times.
+    std::shared_ptr<const models::Workload> workload;
+    Plan plan;
+    std::vector<std::int64_t> duration_ns;  // standalone price of each task
+    Schedule schedule;
+    Metrics metrics;
+};
+
+// Builds the workload for config.model at the config's micro-batch, sequence
+// length and precision.
+models::Workload build_workload(const Config& config);
+
+SimResult simulate(const Config& config, const calib::Calibration& calibration);
+SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
+                   const calib::Calibration& calibration);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,46 @@
+// Timeline: what ran where and when, predicted (from a Schedule) or measured
+// (by the executor). Traces are written from this, never from engine internals.
+#pragma once
+
+#include "dtsim/sim/simulate.hpp"
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace dtsim::sim {
+
+struct TimelineArg {
+    std::string key;
+    std::variant<std::int64_t, std::string> value;
+};
+
+struct TimelineEvent {
+    int rank = 0;
+    int stream = 0;  // index into Timeline::streams
+    std::string name;
+    std::string category;  // compute, collective, copy, host, io
+    std::int64_t start_ns = 0;
+    std::int64_t dur_ns = 0;
+    std::vector<TimelineArg> args;  // links the event to its task: task, layer, bucket, bytes
+};
+
+struct CounterSample {
+    int rank = 0;
+    std::int64_t time_ns = 0;
+    std::int64_t value = 0;
+};
+
+struct Timeline {
+    std::string title;                 // e.g. "gpt2-xl ddp on 16x h100-sxm (predicted)"
+    std::vector<std::string> ranks;    // process names, one per rank shown
+    std::vector<std::string> streams;  // thread names, shared by every rank
+    std::vector<TimelineEvent> events;
+    std::vector<CounterSample> device_memory_bytes;
+};
+
+// The representative rank's predicted timeline.
+Timeline make_timeline(const SimResult& result, const Config& config, const std::string& hardware);
+
+}  // namespace dtsim::sim

@@ -1,0 +1,92 @@
+#include "dtsim/sim/knobs.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace dtsim::sim {
+namespace {
+
+bool parse_bool(const std::string& s, bool& out) {
+    if (s == "true" || s == "True" || s == "1") return out = true, true;
+    if (s == "false" || s == "False" || s == "0") return out = false, true;
+    return false;
+}
+
+bool parse_number(const std::string& s, double& out) {
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
+             const std::vector<std::pair<std::string, std::string>>& given) {
+    for (const auto& s : specs) values_.emplace_back(s.name, s.default_value);
+    for (const auto& [name, value] : given) {
+        auto spec = std::find_if(specs.begin(), specs.end(), [&](const KnobSpec& s) { return s.name == name; });
+        if (spec == specs.end()) {
+            std::vector<std::string> names;
+            for (const auto& s : specs) names.push_back(s.name);
+            throw ConfigError(unknown_name_message("knob", name, names) +
+                              fmt::format(" (strategy '{}'; `--set help=1` describes them)", strategy));
+        }
+        switch (spec->type) {
+            case KnobType::boolean: {
+                bool b;
+                if (!parse_bool(value, b))
+                    throw ConfigError(fmt::format("--set {}={}: expected true or false", name, value));
+                break;
+            }
+            case KnobType::number: {
+                double x;
+                if (value == "auto" && spec->default_value == "auto") break;
+                if (!parse_number(value, x))
+                    throw ConfigError(fmt::format("--set {}={}: expected a number", name, value));
+                if (x < spec->min_value)
+                    throw ConfigError(fmt::format("--set {}={}: must be >= {}", name, value, spec->min_value));
+                break;
+            }
+            case KnobType::choice:
+                if (std::find(spec->choices.begin(), spec->choices.end(), value) == spec->choices.end())
+                    throw ConfigError(fmt::format("--set {}={}: ", name, value) +
+                                      unknown_name_message("value", value, spec->choices));
+                break;
+        }
+        for (auto& v : values_)
+            if (v.first == name) v.second = value;
+        explicitly_set_.push_back(name);
+    }
+}
+
+const std::pair<std::string, std::string>& Knobs::find(const std::string& name) const {
+    for (const auto& v : values_)
+        if (v.first == name) return v;
+    DTSIM_ASSERT(false, "strategy read an undeclared knob " + name);
+}
+
+bool Knobs::is_set(const std::string& name) const {
+    return std::find(explicitly_set_.begin(), explicitly_set_.end(), name) != explicitly_set_.end();
+}
+
+bool Knobs::boolean(const std::string& name) const {
+    bool b = false;
+    DTSIM_ASSERT(parse_bool(find(name).second, b), "knob " + name + " is not a boolean");
+    return b;
+}
+
+double Knobs::number(const std::string& name) const {
+    double x = 0;
+    DTSIM_ASSERT(parse_number(find(name).second, x), "knob " + name + " is not a number");
+    return x;
+}
+
+const std::string& Knobs::text(const std::string& name) const {
+    return find(name).second;
+}
+
+}  // namespace dtsim::sim

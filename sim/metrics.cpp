@@ -1,0 +1,90 @@
+#include "dtsim/sim/metrics.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace dtsim::sim {
+namespace {
+
+using Interval = std::pair<std::int64_t, std::int64_t>;
+
+// Sorted, disjoint union of the given intervals.
+std::vector<Interval> merge(std::vector<Interval> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<Interval> out;
+    for (const auto& iv : v) {
+        if (iv.second <= iv.first) continue;
+        if (!out.empty() && iv.first <= out.back().second)
+            out.back().second = std::max(out.back().second, iv.second);
+        else
+            out.push_back(iv);
+    }
+    return out;
+}
+
+std::int64_t length(const std::vector<Interval>& v) {
+    std::int64_t sum = 0;
+    for (const auto& iv : v) sum += iv.second - iv.first;
+    return sum;
+}
+
+std::int64_t intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+    std::int64_t sum = 0;
+    std::size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+        const std::int64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+        if (hi > lo) sum += hi - lo;
+        (a[i].second < b[j].second) ? ++i : ++j;
+    }
+    return sum;
+}
+
+}  // namespace
+
+Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models::Workload& workload,
+                        const Config& config, const calib::Calibration& calibration) {
+    Metrics m;
+    m.step_time_s = static_cast<double>(schedule.makespan_ns) * 1e-9;
+    m.global_batch = workload.micro_batch * config.grad_accum * config.topology.world_size();
+    if (m.step_time_s > 0) {
+        m.samples_per_s = static_cast<double>(m.global_batch) / m.step_time_s;
+        m.tokens_per_s = m.samples_per_s * static_cast<double>(workload.seq_len);
+        const double peak = calibration.peak_tflops(workload.activation_dtype) * 1e12;
+        if (peak > 0) m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * peak);
+    }
+    std::vector<Interval> compute, comm;
+    std::map<std::tuple<int, std::int64_t, int>, int> calls;
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+        const Task& t = plan.tasks[i];
+        const Interval iv{schedule.timings[i].start_ns, schedule.timings[i].end_ns};
+        if (t.kind == TaskKind::compute) compute.push_back(iv);
+        if (t.kind == TaskKind::collective) {
+            comm.push_back(iv);
+            const int group = plan.groups[static_cast<std::size_t>(t.group)].size;
+            ++calls[{static_cast<int>(t.collective), t.bytes, group}];
+            m.comm_bytes_per_step += t.bytes;
+        }
+    }
+    compute = merge(std::move(compute));
+    comm = merge(std::move(comm));
+    const std::int64_t overlap = intersection(compute, comm);
+    m.compute_s = static_cast<double>(length(compute)) * 1e-9;
+    m.comm_s = static_cast<double>(length(comm)) * 1e-9;
+    m.exposed_comm_s = static_cast<double>(length(comm) - overlap) * 1e-9;
+    m.overlap_fraction = length(comm) > 0 ? static_cast<double>(overlap) / static_cast<double>(length(comm)) : 0.0;
+    m.peak_memory_bytes = schedule.peak_memory_bytes;
+    m.peak_breakdown = schedule.peak_breakdown;
+    m.device_memory_bytes = calibration.device.memory_bytes;
+    m.fits = m.peak_memory_bytes <= m.device_memory_bytes;
+    for (const auto& [key, count] : calls)
+        m.collectives.push_back(
+            {static_cast<calib::CollectiveKind>(std::get<0>(key)), std::get<1>(key), std::get<2>(key), count});
+    // Largest payloads first within a kind, so the report reads top-down.
+    std::stable_sort(m.collectives.begin(), m.collectives.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.kind, b.bytes, a.group_size) < std::tie(b.kind, a.bytes, b.group_size);
+    });
+    return m;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,101 @@
+#include "dtsim/sim/plan.hpp"
+
+#include "dtsim/common/error.hpp"
+
+namespace dtsim::sim {
+
+std::string_view to_string(TaskKind k) {
+    switch (k) {
+        case TaskKind::compute:
+            return "compute";
+        case TaskKind::collective:
+            return "collective";
+        case TaskKind::copy:
+            return "copy";
+        case TaskKind::host_compute:
+            return "host";
+        case TaskKind::io:
+            return "io";
+    }
+    return "?";
+}
+
+std::string_view to_string(Phase p) {
+    switch (p) {
+        case Phase::forward:
+            return "forward";
+        case Phase::backward:
+            return "backward";
+        case Phase::optimizer:
+            return "optimizer";
+        case Phase::gradient_copy:
+            return "gradient_copy";
+        case Phase::communication:
+            return "communication";
+    }
+    return "?";
+}
+
+std::string_view to_string(MemCategory c) {
+    switch (c) {
+        case MemCategory::parameters:
+            return "parameters";
+        case MemCategory::gradients:
+            return "gradients";
+        case MemCategory::optimizer_states:
+            return "optimizer_states";
+        case MemCategory::activations:
+            return "activations";
+        case MemCategory::buckets:
+            return "buckets";
+        case MemCategory::other:
+            return "other";
+    }
+    return "?";
+}
+
+int Plan::add_stream(std::string name, TaskKind kind) {
+    streams.push_back({std::move(name), kind});
+    return static_cast<int>(streams.size()) - 1;
+}
+
+int Plan::add_group(CommGroup g) {
+    DTSIM_ASSERT(g.nodes >= 1 && g.size >= g.nodes && g.size % g.nodes == 0, "group must spread evenly over nodes");
+    for (std::size_t i = 0; i < groups.size(); ++i)
+        if (groups[i].size == g.size && groups[i].nodes == g.nodes) return static_cast<int>(i);
+    groups.push_back(g);
+    return static_cast<int>(groups.size()) - 1;
+}
+
+int Plan::add_task(Task t, std::span<const std::int32_t> task_deps) {
+    DTSIM_ASSERT(t.stream >= 0 && t.stream < static_cast<int>(streams.size()), "task on an unknown stream");
+    const auto id = static_cast<std::int32_t>(tasks.size());
+    t.dep_begin = static_cast<std::uint32_t>(deps.size());
+    t.dep_count = 0;
+    for (std::int32_t d : task_deps) {
+        if (d < 0) continue;  // "no dependency" placeholders
+        DTSIM_ASSERT(d < id, "a task may only depend on earlier tasks");
+        deps.push_back(d);
+        ++t.dep_count;
+    }
+    t.mem_begin = static_cast<std::uint32_t>(memory.size());
+    t.mem_count = 0;
+    tasks.push_back(t);
+    return id;
+}
+
+void Plan::alloc(MemCategory c, std::int64_t bytes) {
+    DTSIM_ASSERT(!tasks.empty() && bytes >= 0, "alloc needs a task and a non-negative size");
+    if (bytes == 0) return;
+    memory.push_back({c, bytes});
+    ++tasks.back().mem_count;
+}
+
+void Plan::release(MemCategory c, std::int64_t bytes) {
+    DTSIM_ASSERT(!tasks.empty() && bytes >= 0, "release needs a task and a non-negative size");
+    if (bytes == 0) return;
+    memory.push_back({c, -bytes});
+    ++tasks.back().mem_count;
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,70 @@
+#include "dtsim/sim/report.hpp"
+
+#include "dtsim/sim/strategy.hpp"
+
+namespace dtsim::sim {
+
+Json report_json(const SimResult& r, const Config& config, const calib::Calibration& calibration,
+                 const ReportExtras& extras) {
+    const Metrics& m = r.metrics;
+    Json j;
+    j["model"] = config.model;
+    j["parameters"] = r.workload->param_count();
+    j["strategy"] = config.strategy;
+    j["hardware"] = calibration.name;
+    j["hardware_source"] = calibration.provenance.source;
+    j["nodes"] = config.topology.nodes;
+    j["gpus_per_node"] = config.topology.gpus_per_node;
+    j["world_size"] = config.topology.world_size();
+    j["micro_batch"] = config.micro_batch;
+    j["seq_len"] = r.workload->seq_len;
+    j["grad_accum"] = config.grad_accum;
+    j["global_batch"] = m.global_batch;
+    j["precision"] = to_string(config.precision);
+    j["optimizer"] = to_string(config.optimizer);
+    const auto& strategy = strategies().find(config.strategy);
+    Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);
+    j["knobs"] = Json::object();
+    for (const auto& [k, v] : knobs.values()) j["knobs"][k] = v;
+
+    j["step_time_s"] = m.step_time_s;
+    if (extras.first_iteration_step_time_s) j["first_iteration_step_time_s"] = *extras.first_iteration_step_time_s;
+    j["samples_per_s"] = m.samples_per_s;
+    j["tokens_per_s"] = m.tokens_per_s;
+    j["mfu"] = m.mfu;
+    j["compute_s"] = m.compute_s;
+    j["comm_s"] = m.comm_s;
+    j["exposed_comm_s"] = m.exposed_comm_s;
+    j["overlap_fraction"] = m.overlap_fraction;
+    j["peak_memory_bytes"] = m.peak_memory_bytes;
+    j["device_memory_bytes"] = m.device_memory_bytes;
+    j["fits"] = m.fits;
+    j["memory"] = Json::object();
+    for (int c = 0; c < kMemCategories; ++c)
+        j["memory"][std::string(to_string(static_cast<MemCategory>(c)))] =
+            m.peak_breakdown[static_cast<std::size_t>(c)];
+    j["comm_bytes_per_step"] = m.comm_bytes_per_step;
+    j["collectives"] = Json::array();
+    for (const auto& c : m.collectives)
+        j["collectives"].push_back(
+            {{"kind", to_string(c.kind)}, {"bytes", c.bytes}, {"group_size", c.group_size}, {"count", c.count}});
+    if (!r.plan.buckets.empty()) {
+        // Parameter names by index, for the bucket listing.
+        std::vector<const std::string*> names;
+        for (const auto& layer : r.workload->layers)
+            for (const auto& p : layer.params) {
+                if (p.index >= static_cast<int>(names.size())) names.resize(static_cast<std::size_t>(p.index) + 1);
+                names[static_cast<std::size_t>(p.index)] = &p.name;
+            }
+        j["buckets"] = Json::array();
+        for (const auto& b : r.plan.buckets) {
+            Json params = Json::array();
+            for (int p : b.params) params.push_back(*names[static_cast<std::size_t>(p)]);
+            j["buckets"].push_back({{"index", b.index}, {"bytes", b.bytes}, {"params", params}});
+        }
+    }
+    j["notes"] = r.plan.notes;
+    return j;
+}
+
+}  // namespace dtsim::sim

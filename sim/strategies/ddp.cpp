@@ -1,0 +1,256 @@
+// PyTorch DistributedDataParallel (strategy-semantics.md §1): gradients are
+// bucketed by the Reducer, each bucket allreduced as soon as all its gradients
+// are ready (launched in bucket order, overlapping the rest of backward), the
+// optimizer step after the last allreduce.
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/ddp_buckets.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace dtsim::sim {
+namespace {
+
+constexpr std::int64_t MiB = 1024 * 1024;
+constexpr std::int64_t kGradBytes = 4;  // fp32 parameters (AMP keeps them fp32), so fp32 gradients
+
+// Parameter indices in the order their gradients become ready: layers in
+// reverse, a layer's parameters last-defined first (bias before weight).
+std::vector<int> gradient_arrival_order(const models::Workload& w) {
+    std::vector<int> order;
+    for (auto layer = w.layers.rbegin(); layer != w.layers.rend(); ++layer)
+        for (auto p = layer->params.rbegin(); p != layer->params.rend(); ++p) order.push_back(p->index);
+    return order;
+}
+
+struct ParamRef {
+    std::int64_t numel = 0;
+    int layer = -1;
+};
+
+std::vector<ParamRef> params_by_index(const models::Workload& w) {
+    std::vector<ParamRef> out;
+    for (std::size_t l = 0; l < w.layers.size(); ++l)
+        for (const auto& p : w.layers[l].params) {
+            if (p.index >= static_cast<int>(out.size())) out.resize(static_cast<std::size_t>(p.index) + 1);
+            out[static_cast<std::size_t>(p.index)] = {p.numel(), static_cast<int>(l)};
+        }
+    return out;
+}
+
+// Reducer buckets for this iteration (§1.2): iteration 1 (and 2 with
+// static_graph) has one bucket; later iterations are rebuilt in gradient
+// arrival order, unless find_unused_parameters keeps the initial assignment.
+std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::vector<ParamRef>& params,
+                                          const Config& config, const Knobs& knobs, std::vector<std::string>& notes) {
+    const auto cap = static_cast<std::int64_t>(knobs.number("bucket_cap_mb") * MiB);
+    // PyTorch >= 2.4 uses the cap for the first bucket too when the user set bucket_cap_mb (§1.1).
+    std::int64_t first = knobs.text("first_bucket_mb") != "auto"
+                             ? static_cast<std::int64_t>(knobs.number("first_bucket_mb") * MiB)
+                         : knobs.is_set("bucket_cap_mb") ? cap
+                                                         : MiB;
+    const bool find_unused = knobs.boolean("find_unused_parameters");
+    const bool static_graph = knobs.boolean("static_graph");
+    std::vector<BucketTensor> tensors;
+    auto tensor = [&](int index) {
+        return BucketTensor{index, params[static_cast<std::size_t>(index)].numel * kGradBytes, DType::fp32};
+    };
+
+    if (find_unused && !static_graph) {
+        for (std::size_t i = 0; i < params.size(); ++i) tensors.push_back(tensor(static_cast<int>(i)));
+        const std::int64_t limits[] = {first, cap};
+        auto b = assign_buckets_by_size(tensors, limits, true);
+        std::reverse(b.begin(), b.end());
+        notes.push_back(
+            "find_unused_parameters=True: buckets are never rebuilt (they keep model.parameters() order, reversed), "
+            "each iteration traverses the autograd graph and allreduces the used-parameter map.");
+        return b;
+    }
+    const char* warmup = static_graph ? "Iterations 1 and 2 (static_graph)" : "Iteration 1";
+    if (config.first_iteration) {
+        for (std::size_t i = 0; i < params.size(); ++i) tensors.push_back(tensor(static_cast<int>(i)));
+        const std::int64_t limits[] = {std::numeric_limits<std::int64_t>::max()};
+        notes.push_back(
+            fmt::format("{} before the bucket rebuild: one bucket, allreduced after the whole backward "
+                        "(no overlap).",
+                        warmup));
+        return assign_buckets_by_size(tensors, limits, true);
+    }
+    for (int index : gradient_arrival_order(w)) tensors.push_back(tensor(index));
+    const std::int64_t limits[] = {first, cap};
+    notes.push_back(fmt::format(
+        "Steady state after the bucket rebuild: buckets follow gradient-arrival order (first bucket {:.3g} MiB, then "
+        "{:.3g} MiB). {} runs with one bucket and has no communication/compute overlap.",
+        double(first) / MiB, double(cap) / MiB, warmup));
+    return assign_buckets_by_size(tensors, limits, false);
+}
+
+Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    if (knobs.number("bucket_cap_mb") <= 0)
+        throw ConfigError(fmt::format("--set bucket_cap_mb={}: must be > 0", knobs.text("bucket_cap_mb")));
+    const bool as_view = knobs.boolean("gradient_as_bucket_view");
+    const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
+    const bool mixed = config.precision != Precision::fp32;
+    const int micro_steps = config.grad_accum;
+
+    Plan plan;
+    const std::size_t expected_tasks =
+        w.layers.size() * 2 * static_cast<std::size_t>(micro_steps) + w.layers.size() + 4;
+    plan.tasks.reserve(expected_tasks);
+    plan.deps.reserve(expected_tasks * 2);
+    plan.memory.reserve(expected_tasks * 3);
+    const int compute = plan.add_stream("compute", TaskKind::compute);
+    const int nccl = plan.add_stream("nccl", TaskKind::collective);
+    const int world = plan.add_group({config.topology.world_size(), config.topology.nodes});
+    const bool distributed = config.topology.world_size() > 1;
+
+    const auto params = params_by_index(w);
+    const auto buckets = ddp_buckets(w, params, config, knobs, plan.notes);
+    // A bucket is ready when the earliest layer holding one of its parameters finishes backward.
+    std::vector<int> ready_layer(buckets.size(), std::numeric_limits<int>::max());
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+        std::int64_t bytes = 0;
+        for (int p : buckets[b]) {
+            ready_layer[b] = std::min(ready_layer[b], params[static_cast<std::size_t>(p)].layer);
+            bytes += params[static_cast<std::size_t>(p)].numel * kGradBytes;
+        }
+        plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
+    }
+
+    const std::int64_t psi = w.param_count();
+    plan.resident[static_cast<int>(MemCategory::parameters)] = psi * 4;
+    plan.resident[static_cast<int>(MemCategory::optimizer_states)] =
+        config.optimizer == OptimizerKind::adam ? psi * 8 : 0;
+    // gradient_as_bucket_view: .grad are views into the buckets, which live across steps (§1.5).
+    if (as_view)
+        plan.resident[static_cast<int>(MemCategory::gradients)] = psi * kGradBytes;
+    else
+        plan.resident[static_cast<int>(MemCategory::buckets)] = psi * kGradBytes;
+
+    std::vector<std::int32_t> allreduces;
+    std::vector<std::int32_t> backward_task(w.layers.size(), -1);
+    for (int m = 0; m < micro_steps; ++m) {
+        const bool sync = m == micro_steps - 1;  // no_sync on all but the last micro-step (§1.9)
+        std::int32_t broadcast = -1;
+        // Buffers are broadcast when the previous forward synced: the first micro-step only (§1.8).
+        if (m == 0 && distributed && knobs.boolean("broadcast_buffers") && w.buffer_bytes() > 0) {
+            Task t{.kind = TaskKind::collective, .phase = Phase::communication, .stream = nccl, .micro_step = m};
+            t.collective = CollectiveKind::broadcast;
+            t.group = world;
+            t.bytes = w.buffer_bytes();
+            broadcast = plan.add_task(t, {});
+        }
+        for (std::size_t l = 0; l < w.layers.size(); ++l) {
+            Task t{.kind = TaskKind::compute,
+                   .phase = Phase::forward,
+                   .stream = compute,
+                   .micro_step = m,
+                   .layer = static_cast<std::int32_t>(l)};
+            plan.add_task(t, {l == 0 ? broadcast : -1});
+            plan.alloc(MemCategory::activations, w.layers[l].saved_activation_bytes);
+            // Autocast's low-precision weight copies are saved for backward (§6).
+            if (mixed) plan.alloc(MemCategory::other, w.layers[l].param_count() * dtype_bytes(w.activation_dtype));
+        }
+        std::size_t next_bucket = 0;
+        for (std::size_t li = w.layers.size(); li-- > 0;) {
+            const auto& layer = w.layers[li];
+            const std::int64_t grad_bytes = layer.param_count() * kGradBytes;
+            Task t{.kind = TaskKind::compute,
+                   .phase = Phase::backward,
+                   .stream = compute,
+                   .micro_step = m,
+                   .layer = static_cast<std::int32_t>(li)};
+            // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
+            if (sync && distributed) t.bytes = 2 * grad_bytes;
+            backward_task[li] = plan.add_task(t, {});
+            if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
+            plan.release(MemCategory::activations, layer.saved_activation_bytes);
+            if (mixed) plan.release(MemCategory::other, layer.param_count() * dtype_bytes(w.activation_dtype));
+            if (!sync || !distributed) continue;
+            // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
+            while (next_bucket < buckets.size() && ready_layer[next_bucket] >= static_cast<int>(li)) {
+                Task a{.kind = TaskKind::collective,
+                       .phase = Phase::communication,
+                       .stream = nccl,
+                       .micro_step = m,
+                       .bucket = static_cast<std::int32_t>(next_bucket)};
+                a.collective = CollectiveKind::allreduce;
+                a.group = world;
+                a.bytes = plan.buckets[next_bucket].bytes;
+                allreduces.push_back(
+                    plan.add_task(a, {backward_task[static_cast<std::size_t>(ready_layer[next_bucket])]}));
+                ++next_bucket;
+            }
+        }
+        DTSIM_ASSERT(!sync || !distributed || next_bucket == buckets.size(), "every bucket is allreduced");
+    }
+    if (find_unused && distributed) {
+        // The used-parameter map: one int32 per parameter tensor (§1.7).
+        Task t{
+            .kind = TaskKind::collective, .phase = Phase::communication, .stream = nccl, .micro_step = micro_steps - 1};
+        t.collective = CollectiveKind::allreduce;
+        t.group = world;
+        t.bytes = static_cast<std::int64_t>(params.size()) * 4;
+        allreduces.push_back(plan.add_task(t, {}));
+    }
+    // finalize_backward waits for every bucket, then copies buckets back into .grad
+    // unless the gradients already are bucket views (§1.3, §1.5).
+    std::vector<std::int32_t> step_deps = allreduces;
+    if (!as_view && distributed) {
+        Task t{
+            .kind = TaskKind::compute, .phase = Phase::gradient_copy, .stream = compute, .micro_step = micro_steps - 1};
+        t.bytes = 2 * psi * kGradBytes;
+        step_deps = {plan.add_task(t, allreduces)};
+    }
+    Task step{.kind = TaskKind::compute, .phase = Phase::optimizer, .stream = compute, .micro_step = micro_steps - 1};
+    // Adam reads and writes parameters, m and v and reads the gradient: 28 B per
+    // parameter (§8); plain SGD 12 B.
+    step.bytes = psi * (config.optimizer == OptimizerKind::adam ? 28 : 12);
+    step.flops = static_cast<double>(psi) * (config.optimizer == OptimizerKind::adam ? 12 : 2);
+    plan.add_task(step, step_deps);
+    // zero_grad(set_to_none=True) frees the gradients after the step.
+    if (!as_view) plan.release(MemCategory::gradients, psi * kGradBytes);
+    return plan;
+}
+
+}  // namespace
+
+void register_ddp(Registry<Strategy>& r) {
+    Strategy s;
+    s.lower = lower_ddp;
+    s.knobs = {
+        {"bucket_cap_mb", KnobType::number, "25", "Reducer bucket size cap in MiB (torch default 25)", {}, 0},
+        {"first_bucket_mb",
+         KnobType::number,
+         "auto",
+         "first bucket's cap in MiB: auto = 1 (dist._DEFAULT_FIRST_BUCKET_BYTES), or bucket_cap_mb when that is set "
+         "(PyTorch >= 2.4)",
+         {},
+         0},
+        {"gradient_as_bucket_view",
+         KnobType::boolean,
+         "false",
+         ".grad tensors are views into the buckets: saves one gradient copy of memory and the bucket copies",
+         {},
+         0},
+        {"static_graph",
+         KnobType::boolean,
+         "false",
+         "the graph does not change: buckets rebuilt after iteration 2",
+         {},
+         0},
+        {"find_unused_parameters",
+         KnobType::boolean,
+         "false",
+         "traverse the autograd graph every iteration; buckets are never rebuilt",
+         {},
+         0},
+        {"broadcast_buffers", KnobType::boolean, "true", "broadcast module buffers from rank 0 before forward", {}, 0},
+    };
+    r.add("ddp", "PyTorch DistributedDataParallel: bucketed gradient allreduce overlapped with backward", s);
+}
+
+}  // namespace dtsim::sim

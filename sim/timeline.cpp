@@ -1,0 +1,41 @@
+#include "dtsim/sim/timeline.hpp"
+
+#include "dtsim/sim/report.hpp"
+
+#include <fmt/format.h>
+
+namespace dtsim::sim {
+
+Timeline make_timeline(const SimResult& r, const Config& config, const std::string& hardware) {
+    Timeline tl;
+    const int world = config.topology.world_size();
+    tl.title = fmt::format("{} {} on {}x {} (predicted)", config.model, config.strategy, world, hardware);
+    // Data-parallel ranks are symmetric: one representative rank stands for all.
+    tl.ranks.push_back(world > 1 ? fmt::format("rank 0 (representative of {} ranks)", world) : "rank 0");
+    for (const auto& s : r.plan.streams) tl.streams.push_back(s.name);
+    tl.events.reserve(r.plan.tasks.size());
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        TimelineEvent e;
+        e.stream = t.stream;
+        e.name = task_name(r.plan, *r.workload, t);
+        e.category = std::string(to_string(t.kind));
+        e.start_ns = r.schedule.timings[i].start_ns;
+        e.dur_ns = r.schedule.timings[i].end_ns - e.start_ns;
+        e.args.push_back({"task", static_cast<std::int64_t>(i)});
+        e.args.push_back({"phase", std::string(to_string(t.phase))});
+        e.args.push_back({"micro_step", static_cast<std::int64_t>(t.micro_step)});
+        if (t.layer >= 0) e.args.push_back({"layer", r.workload->layers[static_cast<std::size_t>(t.layer)].name});
+        if (t.bucket >= 0) e.args.push_back({"bucket", static_cast<std::int64_t>(t.bucket)});
+        if (t.bytes > 0) e.args.push_back({"bytes", t.bytes});
+        if (t.kind == TaskKind::collective)
+            e.args.push_back(
+                {"group_size", static_cast<std::int64_t>(r.plan.groups[static_cast<std::size_t>(t.group)].size)});
+        e.args.push_back({"standalone_ns", r.duration_ns[i]});
+        tl.events.push_back(std::move(e));
+    }
+    for (const auto& s : r.schedule.memory) tl.device_memory_bytes.push_back({0, s.time_ns, s.total_bytes});
+    return tl;
+}
+
+}  // namespace dtsim::sim
