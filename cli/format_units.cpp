@@ -20,6 +20,16 @@ std::string format_seconds(double s) {
     return fmt::format("{:.1f} us", s * 1e6);
 }
 
+std::string format_thousands(std::int64_t n) {
+    std::string digits = std::to_string(n < 0 ? -n : n);
+    std::string out;
+    for (std::size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return n < 0 ? "-" + out : out;
+}
+
 std::string format_count(double x) {
     if (x >= 1e9) return fmt::format("{:.2f} B", x / 1e9);
     if (x >= 1e6) return fmt::format("{:.1f} M", x / 1e6);

@@ -14,7 +14,7 @@ void add_models_command(CLI::App& app) {
         fmt::print("{:<22} {:>16} {:>8} {:>18}  {}\n", "model", "parameters", "seq", "train GFLOP/token",
                    "description");
         for (const auto& m : models::list_models()) {
-            std::string params = m.param_count > 0 ? fmt::format("{:L}", m.param_count) : "-";
+            std::string params = m.param_count > 0 ? format_thousands(m.param_count) : "-";
             std::string flops =
                 m.training_flops_per_token > 0 ? fmt::format("{:.3f}", m.training_flops_per_token / 1e9) : "-";
             fmt::print("{:<22} {:>16} {:>8} {:>18}  {}\n", m.name, params, m.default_seq_len, flops, m.description);

@@ -47,8 +47,9 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
                 if (value == "auto" && spec->default_value == "auto") break;
                 if (!parse_number(value, x))
                     throw ConfigError(fmt::format("--set {}={}: expected a number", name, value));
-                if (x < spec->min_value)
-                    throw ConfigError(fmt::format("--set {}={}: must be >= {}", name, value, spec->min_value));
+                if (x < spec->min_value || (spec->min_exclusive && x == spec->min_value))
+                    throw ConfigError(fmt::format("--set {}={}: must be {} {}", name, value,
+                                                  spec->min_exclusive ? ">" : ">=", spec->min_value));
                 break;
             }
             case KnobType::choice:

@@ -89,8 +89,6 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
 }
 
 Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
-    if (knobs.number("bucket_cap_mb") <= 0)
-        throw ConfigError(fmt::format("--set bucket_cap_mb={}: must be > 0", knobs.text("bucket_cap_mb")));
     const bool as_view = knobs.boolean("gradient_as_bucket_view");
     const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
     const bool mixed = config.precision != Precision::fp32;
@@ -222,14 +220,15 @@ void register_ddp(Registry<Strategy>& r) {
     Strategy s;
     s.lower = lower_ddp;
     s.knobs = {
-        {"bucket_cap_mb", KnobType::number, "25", "Reducer bucket size cap in MiB (torch default 25)", {}, 0},
+        {"bucket_cap_mb", KnobType::number, "25", "Reducer bucket size cap in MiB (torch default 25)", {}, 0, true},
         {"first_bucket_mb",
          KnobType::number,
          "auto",
          "first bucket's cap in MiB: auto = 1 (dist._DEFAULT_FIRST_BUCKET_BYTES), or bucket_cap_mb when that is set "
          "(PyTorch >= 2.4)",
          {},
-         0},
+         0,
+         true},
         {"gradient_as_bucket_view",
          KnobType::boolean,
          "false",

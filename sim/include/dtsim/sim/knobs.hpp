@@ -16,7 +16,8 @@ struct KnobSpec {
     std::string default_value;  // as text; "auto" allowed where the strategy derives it
     std::string description;
     std::vector<std::string> choices;  // KnobType::choice
-    double min_value = 0;              // KnobType::number: inclusive lower bound
+    double min_value = 0;              // KnobType::number: lower bound
+    bool min_exclusive = false;        // the bound itself is invalid (sizes must be > 0)
 };
 
 class Knobs {

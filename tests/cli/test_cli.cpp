@@ -1,0 +1,165 @@
+// The dtsim command as a user runs it: help, listings, errors and exit codes,
+// the JSON output against a golden file, and the README examples.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+fs::path scratch_dir() {
+    static const fs::path dir = [] {
+        fs::path d = fs::temp_directory_path() / ("dtsim-cli-test-" + std::to_string(::getpid()));
+        fs::create_directories(d);
+        return d;
+    }();
+    return dir;
+}
+
+// Runs `dtsim <args>` in the scratch directory, capturing stdout and stderr.
+Run dtsim(const std::string& args) {
+    const fs::path dir = scratch_dir();
+    const std::string cmd =
+        "cd '" + dir.string() + "' && '" + std::string(DTSIM_CLI_PATH) + "' " + args + " >stdout.txt 2>stderr.txt";
+    const int status = std::system(cmd.c_str());
+    Run r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir / "stdout.txt");
+    r.err = slurp(dir / "stderr.txt");
+    return r;
+}
+
+const char* kGoldenArgs =
+    "simulate --model gpt2 --hardware a100-sxm --nodes 2 --gpus-per-node 4 --micro-batch 4 --seq-len 512 "
+    "--precision bf16-mixed --set bucket_cap_mb=10 --format json";
+
+}  // namespace
+
+TEST_CASE("no arguments prints help and exits 0") {
+    Run r = dtsim("");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("simulate") && Catch::Contains("demo") && Catch::Contains("models"));
+}
+
+TEST_CASE("models lists the built-in models with their exact parameter counts") {
+    Run r = dtsim("models");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("gpt2-xl") && Catch::Contains("1,557,611,200"));
+    CHECK_THAT(r.out, Catch::Contains("llama2-70b") && Catch::Contains("68,976,648,192"));
+}
+
+TEST_CASE("hardware lists the presets, labelled as presets") {
+    Run r = dtsim("hardware");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("h100-sxm") && Catch::Contains("a100-sxm") && Catch::Contains("preset"));
+}
+
+TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit") {
+    struct Case {
+        const char* args;
+        const char* says;
+        int code;
+    };
+    const Case cases[] = {
+        {"simulate --model gpt3", "gpt2-xl", 2},  // lists the valid models
+        {"simulate --model gpt2 --strategy zero9", "ddp", 2},
+        {"simulate --model gpt2 --hardware tpu-v5", "h100-sxm", 2},
+        {"simulate --model gpt2 --set bucket_cap=5", "bucket_cap_mb", 2},
+        {"simulate --model gpt2 --set bucket_cap_mb=-1", "bucket_cap_mb", 2},
+        {"simulate --model gpt2 --set bucket_cap_mb", "key=value", 2},
+        {"simulate --model gpt2 --gpus-per-node 0", "--gpus-per-node", 2},
+        {"simulate --model gpt2 --micro-batch 0", "--micro-batch", 2},
+        {"simulate --model gpt2 --precision fp8", "bf16-mixed", 2},
+        {"simulate --model gpt2-xl --micro-batch 512", "does not fit", 3},
+        {"simulate --model gpt2 --hardware missing.json", "missing.json", 2},
+    };
+    for (const auto& c : cases) {
+        INFO(c.args);
+        Run r = dtsim(c.args);
+        CHECK(r.exit_code == c.code);
+        CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: ") && Catch::Contains(c.says));
+        CHECK(r.out.empty());
+    }
+}
+
+TEST_CASE("simulate --format json matches the golden file") {
+    Run r = dtsim(kGoldenArgs);
+    REQUIRE(r.exit_code == 0);
+    const fs::path golden = fs::path(DTSIM_SOURCE_DIR) / "tests/golden/simulate_gpt2_ddp.json";
+    if (std::getenv("DTSIM_UPDATE_GOLDEN")) {
+        std::ofstream(golden, std::ios::binary) << r.out;
+        WARN("updated " << golden);
+    }
+    // Every change of the model's prediction is noticed here; update with DTSIM_UPDATE_GOLDEN=1.
+    CHECK(r.out == slurp(golden));
+}
+
+TEST_CASE("the JSON output has every documented field") {
+    Run r = dtsim(kGoldenArgs);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* key : {"step_time_s", "samples_per_s", "tokens_per_s", "mfu", "compute_s", "exposed_comm_s",
+                            "overlap_fraction", "peak_memory_bytes", "memory", "collectives", "buckets"})
+        CHECK(j.contains(key));
+    for (const char* key : {"parameters", "gradients", "optimizer_states", "activations", "buckets", "other"})
+        CHECK(j["memory"].contains(key));
+    std::int64_t sum = 0;
+    for (const auto& [k, v] : j["memory"].items()) sum += v.get<std::int64_t>();
+    CHECK(sum == j["peak_memory_bytes"].get<std::int64_t>());
+    std::int64_t bucket_bytes = 0;
+    for (const auto& b : j["buckets"]) bucket_bytes += b["bytes"].get<std::int64_t>();
+    CHECK(bucket_bytes == j["parameters"].get<std::int64_t>() * 4);
+    CHECK(j["tokens_per_s"].get<double>() == Approx(j["samples_per_s"].get<double>() * 512));
+}
+
+TEST_CASE("README: ./dtsim demo and the simulate example with its trace") {
+    Run demo = dtsim("demo");
+    REQUIRE(demo.exit_code == 0);
+    CHECK_THAT(demo.out, Catch::Contains("Step time") && Catch::Contains("Peak memory"));
+
+    fs::remove(scratch_dir() / "ddp.json");
+    Run r = dtsim(
+        "simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 8 "
+        "--seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Trace written to ddp.json"));
+    const auto trace = nlohmann::json::parse(slurp(scratch_dir() / "ddp.json"));
+    CHECK(trace["traceEvents"].size() > 100);
+}
+
+TEST_CASE("a failing run leaves an existing trace file untouched") {
+    const fs::path trace = scratch_dir() / "keep.json";
+    std::ofstream(trace) << "previous trace";
+    Run r = dtsim("simulate --model gpt2 --set nonsense=1 --trace keep.json");
+    CHECK(r.exit_code == 2);
+    CHECK(slurp(trace) == "previous trace");
+    Run bad_dir = dtsim("simulate --model gpt2 --trace no/such/dir/t.json");
+    CHECK(bad_dir.exit_code != 0);
+    CHECK_THAT(bad_dir.err, Catch::Contains("no/such/dir/t.json"));
+}
+
+TEST_CASE("set help=1 lists the strategy knobs") {
+    Run r = dtsim("simulate --model gpt2 --set help=1");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("bucket_cap_mb") && Catch::Contains("gradient_as_bucket_view"));
+}
