@@ -4,9 +4,33 @@
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 
+#ifdef DTSIM_HAVE_CUDA
+#include "dtsim/profiler/cuda_devices.hpp"
+#endif
+
 #include <fmt/format.h>
 
 namespace dtsim::cli {
+namespace {
+
+// What this machine has, so users know whether `calibrate --backend cuda` can run here.
+std::string local_devices_line() {
+#ifdef DTSIM_HAVE_CUDA
+    const auto q = calib::cuda::query_devices();
+    if (!q.error.empty()) return fmt::format("no usable CUDA device ({})", q.error);
+    if (q.devices.empty()) return "no CUDA device";
+    std::vector<std::string> names;
+    for (const auto& d : q.devices)
+        names.push_back(fmt::format("{} ({}, sm_{}{})", d.name, format_bytes(d.memory_bytes), d.compute_major,
+                                    d.compute_minor));
+    return fmt::format("{} CUDA device{}: {}", q.devices.size(), q.devices.size() == 1 ? "" : "s",
+                       fmt::join(names, ", "));
+#else
+    return "dtsim was built without the CUDA toolkit";
+#endif
+}
+
+}  // namespace
 
 void add_models_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("models", "list the built-in models with parameters and training FLOPs per token");
@@ -38,7 +62,8 @@ void add_hardware_command(CLI::App& app) {
         }
         fmt::print(
             "\nPresets are datasheet peaks and published NCCL bandwidths, labelled 'preset' in every report.\n"
-            "Measure your own machine with `dtsim calibrate` and pass --hardware cal.json.\n");
+            "A calibration file in dtsim's JSON format can be given instead: --hardware cal.json.\n");
+        fmt::print("This machine: {}\n", local_devices_line());
     });
 }
 
