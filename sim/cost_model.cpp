@@ -37,6 +37,15 @@ double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n,
     return c.max_efficiency * (m / (m + c.half_m)) * (n / (n + c.half_n)) * (k / (k + c.half_k));
 }
 
+double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch,
+                                DType dtype) const {
+    const double compute_ns = 2.0 * rows * n * k / (c.peak_tflops * 1e12 * gemm_efficiency(c, rows, n, k)) * 1e9;
+    // Thin GEMMs are bound by reading A and B and writing C.
+    const double bytes = (rows * k + k * n * batch + rows * n) * static_cast<double>(dtype_bytes(dtype));
+    const double memory_ns = bytes / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency);
+    return std::max(compute_ns, memory_ns) + cal_->device.kernel_overhead_us * 1e3;
+}
+
 double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const {
     const calib::GemmCurve* c = cal_->gemm_curve(dtype);
     if (!c)
@@ -44,37 +53,24 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
             fmt::format("calibration '{}' has no GEMM data for {}; measure it with `dtsim calibrate` or use a preset",
                         cal_->name, to_string(dtype)));
     // A batched GEMM fills the machine like one with `batch` times the rows.
-    const double mm = static_cast<double>(m) * static_cast<double>(batch);
-    double eff = gemm_efficiency(*c, mm, static_cast<double>(n), static_cast<double>(k));
-    // Measured points correct the curve: interpolate measured/curve ratios by
-    // inverse squared distance in log2 shape space.
+    const double rows = static_cast<double>(m) * static_cast<double>(batch);
+    const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype);
+    // Measured points correct the curve: their measured/modelled time ratios are
+    // interpolated by inverse squared distance in log2 shape space, so a
+    // measured shape is priced at exactly its measured time.
     double wsum = 0, rsum = 0;
     for (const auto& p : cal_->gemm_points) {
         if (p.dtype != dtype) continue;
-        const double pm = static_cast<double>(p.m) * static_cast<double>(p.batch);
-        const double flops = 2.0 * pm * static_cast<double>(p.n) * static_cast<double>(p.k);
-        const double measured = flops / (p.time_us * 1e-6) / (c->peak_tflops * 1e12);
-        const double ratio = measured / gemm_efficiency(*c, pm, static_cast<double>(p.n), static_cast<double>(p.k));
-        const double d = std::pow(std::log2(mm / pm), 2) + std::pow(std::log2(double(n) / double(p.n)), 2) +
+        const double prows = static_cast<double>(p.m) * static_cast<double>(p.batch);
+        const double ratio =
+            p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch), dtype);
+        const double d = std::pow(std::log2(rows / prows), 2) + std::pow(std::log2(double(n) / double(p.n)), 2) +
                          std::pow(std::log2(double(k) / double(p.k)), 2);
-        if (d < 1e-12) {
-            wsum = 1;
-            rsum = ratio;
-            break;
-        }
+        if (d < 1e-12) return p.time_us * 1e3;
         wsum += 1.0 / d;
         rsum += ratio / d;
     }
-    if (wsum > 0) eff *= rsum / wsum;
-    const double flops = 2.0 * mm * static_cast<double>(n) * static_cast<double>(k);
-    const double compute_ns = flops / (c->peak_tflops * 1e12 * eff) * 1e9;
-    // Thin GEMMs are bound by reading A and B and writing C.
-    const double bytes =
-        (mm * static_cast<double>(k) + static_cast<double>(k) * static_cast<double>(n) * static_cast<double>(batch) +
-         mm * static_cast<double>(n)) *
-        static_cast<double>(dtype_bytes(dtype));
-    const double memory_ns = bytes / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency);
-    return std::max(compute_ns, memory_ns) + cal_->device.kernel_overhead_us * 1e3;
+    return wsum > 0 ? ns * rsum / wsum : ns;
 }
 
 double CostModel::elementwise_ns(std::int64_t bytes) const {

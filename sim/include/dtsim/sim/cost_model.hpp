@@ -36,6 +36,8 @@ public:
 private:
     const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope) const;
     double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
+    // The curve's time for a GEMM with `rows` = m * batch, before measured corrections.
+    double curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype) const;
 
     const calib::Calibration* cal_;
 };

@@ -1,0 +1,312 @@
+// Calibration JSON: presets and measured tables round-trip unchanged; every
+// read error is a ParseError naming the file and the JSON path of the field.
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/presets.hpp"
+
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace dtsim;
+using namespace dtsim::calib;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed with its contents.
+class TempDir {
+public:
+    TempDir() {
+        std::random_device rd;
+        path_ = fs::temp_directory_path() / fmt::format("dtsim_test_calibration_{:08x}{:08x}", rd(), rd());
+        fs::create_directories(path_);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+private:
+    fs::path path_;
+};
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A calibration as `dtsim calibrate` would write it: measured curves with
+// points, a group-size-specific curve, and measured GEMMs.
+Calibration measured_calibration() {
+    Calibration c;
+    c.name = "lab-cluster";
+    c.provenance = {"measured", "node017", "2024-05-01", "cuda-nccl-cublas", 16, "two nodes, \"quoted\" note"};
+    c.device = {"NVIDIA H100 80GB HBM3", 85520809984, 3100.5, 0.83, 2.5};
+    c.gpus_per_node = 8;
+    c.gemm_curves.push_back({DType::bf16, 989.4, 0.71, 301.5, 287.25, 140.125, 0.031});
+    c.gemm_curves.push_back({DType::fp32, 66.9, 0.8, 120, 110, 60, 0.02});
+    c.gemm_points.push_back({DType::bf16, 4096, 4096, 4096, 1, 183.25});
+    c.gemm_points.push_back({DType::bf16, 128, 768, 3072, 12, 21.5});
+    c.gemm_points.push_back({DType::fp32, 1024, 1024, 1024, 1, 40.0625});
+    CollectiveCurve ar{CollectiveKind::allreduce, LinkScope::intra_node, 8, 7.5, 0.55, 352.5, 0.04, {}};
+    ar.points = {{1024, 12.5}, {1048576, 30.25}, {268435456, 1400.75}};
+    CollectiveCurve ag{CollectiveKind::allgather, LinkScope::inter_node, 2, 11.0, 4.5, 44.0, 0.07, {}};
+    ag.points = {{4096, 25.0}, {16777216, 420.5}};
+    CollectiveCurve rs{CollectiveKind::reduce_scatter, LinkScope::intra_node, 0, 8.0, 0.6, 340.0, 0, {}};
+    c.collectives = {ar, ag, rs};
+    c.host = {25.5, 24.5, 10.25, 9.75, 1.5e9, 6.5, 3.5};
+    c.overlap = {1.125, 1.0625};
+    return c;
+}
+
+// The message and field of the ParseError that reading `text` as `file` throws.
+ParseError parse_error_of(const std::string& text, const std::string& file) {
+    try {
+        calibration_from_json_text(text, file);
+    } catch (const ParseError& e) {
+        return e;
+    }
+    FAIL("expected a ParseError reading " << file);
+    throw std::logic_error("unreachable");
+}
+
+// A valid calibration's JSON, edited by `edit`, then read as "bad.json".
+ParseError parse_error_after(const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = nlohmann::json::parse(to_json_text(measured_calibration()));
+    edit(j);
+    return parse_error_of(j.dump(2), "bad.json");
+}
+
+void check_names(const ParseError& e, const std::string& file, const std::string& field) {
+    INFO(e.what());
+    CHECK(e.file() == file);
+    CHECK(e.field() == field);
+    const std::string what = e.what();
+    CHECK(what.find(file) != std::string::npos);
+    CHECK(what.find(field) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
+    for (const std::string name : {"h100-sxm", "a100-sxm"}) {
+        INFO(name);
+        const Calibration c = load_hardware(name);
+        CHECK(c.name == name);
+        CHECK(c.provenance.source == "preset");
+        CHECK(c.device.memory_bytes > 0);
+        CHECK(c.gemm_curve(DType::bf16) != nullptr);
+        CHECK(c.gemm_curve(DType::fp32) != nullptr);
+        CHECK_FALSE(c.collectives.empty());
+        const std::string text = to_json_text(c);
+        const Calibration back = calibration_from_json_text(text, name + ".json");
+        CHECK(to_json_text(back) == text);
+        CHECK(back.name == c.name);
+        CHECK(back.collectives.size() == c.collectives.size());
+        CHECK(back.device.mem_bw_gbps == c.device.mem_bw_gbps);
+    }
+    std::vector<std::string> names;
+    for (const auto& p : list_presets()) names.push_back(p.name);
+    CHECK(std::find(names.begin(), names.end(), "h100-sxm") != names.end());
+    CHECK(std::find(names.begin(), names.end(), "a100-sxm") != names.end());
+}
+
+TEST_CASE("a measured calibration with collective points and GEMM points round-trips") {
+    const Calibration c = measured_calibration();
+    const std::string text = to_json_text(c);
+    const Calibration back = calibration_from_json_text(text, "measured.json");
+    CHECK(to_json_text(back) == text);
+
+    CHECK(back.provenance.source == "measured");
+    CHECK(back.provenance.world_size == 16);
+    CHECK(back.provenance.notes == c.provenance.notes);
+    CHECK(back.device.memory_bytes == 85520809984);
+    REQUIRE(back.gemm_points.size() == 3);
+    CHECK(back.gemm_points[1].dtype == DType::bf16);
+    CHECK(back.gemm_points[1].m == 128);
+    CHECK(back.gemm_points[1].batch == 12);
+    CHECK(back.gemm_points[1].time_us == 21.5);
+    CHECK(back.gemm_points[2].dtype == DType::fp32);
+    REQUIRE(back.collectives.size() == 3);
+    CHECK(back.collectives[0].kind == CollectiveKind::allreduce);
+    CHECK(back.collectives[0].group_size == 8);
+    REQUIRE(back.collectives[0].points.size() == 3);
+    CHECK(back.collectives[0].points[2].size_bytes == 268435456);
+    CHECK(back.collectives[0].points[2].time_us == 1400.75);
+    CHECK(back.collectives[1].kind == CollectiveKind::allgather);
+    CHECK(back.collectives[1].scope == LinkScope::inter_node);
+    REQUIRE(back.collectives[1].points.size() == 2);
+    CHECK(back.collectives[1].points[0].size_bytes == 4096);
+    CHECK(back.collectives[2].points.empty());
+    CHECK(back.host.cpu_adam_params_per_s == 1.5e9);
+    CHECK(back.overlap.comm_slowdown_under_compute == 1.0625);
+}
+
+TEST_CASE("write_calibration and read_calibration go through a real file") {
+    TempDir dir;
+    const std::string path = dir.file("cal.json");
+    const Calibration c = measured_calibration();
+    write_calibration(c, path);
+    REQUIRE(fs::exists(path));
+    CHECK_FALSE(fs::exists(path + ".tmp"));
+    CHECK(read_text(path) == to_json_text(c));
+    const Calibration back = read_calibration(path);
+    CHECK(to_json_text(back) == to_json_text(c));
+
+    // Writing again replaces the file.
+    Calibration changed = c;
+    changed.name = "renamed";
+    write_calibration(changed, path);
+    CHECK(read_calibration(path).name == "renamed");
+}
+
+TEST_CASE("an unsupported calibration version names the supported one") {
+    ParseError e = parse_error_after([](nlohmann::json& j) { j["dtsim_calibration_version"] = 99; });
+    check_names(e, "bad.json", "/dtsim_calibration_version");
+    const std::string what = e.what();
+    CHECK(what.find("99") != std::string::npos);
+    CHECK(what.find(fmt::format("reads version {}", kCalibrationVersion)) != std::string::npos);
+
+    ParseError missing = parse_error_after([](nlohmann::json& j) { j.erase("dtsim_calibration_version"); });
+    check_names(missing, "bad.json", "/dtsim_calibration_version");
+}
+
+TEST_CASE("a calibration without a device is a parse error at /device") {
+    ParseError e = parse_error_after([](nlohmann::json& j) { j.erase("device"); });
+    check_names(e, "bad.json", "/device");
+    CHECK(std::string(e.what()).find("missing") != std::string::npos);
+}
+
+TEST_CASE("a negative device memory is a parse error at /device/memory_bytes") {
+    ParseError e = parse_error_after([](nlohmann::json& j) { j["device"]["memory_bytes"] = -1; });
+    check_names(e, "bad.json", "/device/memory_bytes");
+    CHECK(std::string(e.what()).find("positive") != std::string::npos);
+}
+
+TEST_CASE("an unknown collective kind lists the valid kinds") {
+    ParseError e = parse_error_after([](nlohmann::json& j) { j["collectives"][1]["kind"] = "alltoall"; });
+    check_names(e, "bad.json", "/collectives/1/kind");
+    const std::string what = e.what();
+    CHECK(what.find("alltoall") != std::string::npos);
+    for (const char* kind : {"allreduce", "reduce_scatter", "allgather", "broadcast"}) {
+        INFO(kind);
+        CHECK(what.find(kind) != std::string::npos);
+    }
+}
+
+TEST_CASE("collective points out of size order are a parse error at the offending point") {
+    ParseError e = parse_error_after([](nlohmann::json& j) {
+        auto& pts = j["collectives"][0]["points_size_bytes_time_us"];
+        std::swap(pts[1], pts[2]);
+    });
+    check_names(e, "bad.json", "/collectives/0/points_size_bytes_time_us/2");
+    CHECK(std::string(e.what()).find("sorted") != std::string::npos);
+
+    // A repeated size is not increasing either.
+    ParseError dup = parse_error_after([](nlohmann::json& j) {
+        auto& pts = j["collectives"][0]["points_size_bytes_time_us"];
+        pts[1][0] = pts[0][0];
+    });
+    check_names(dup, "bad.json", "/collectives/0/points_size_bytes_time_us/1");
+}
+
+TEST_CASE("an empty gemm_curves array is a parse error at /gemm_curves") {
+    ParseError e = parse_error_after([](nlohmann::json& j) { j["gemm_curves"] = nlohmann::json::array(); });
+    check_names(e, "bad.json", "/gemm_curves");
+    CHECK(std::string(e.what()).find("at least one") != std::string::npos);
+}
+
+TEST_CASE("invalid JSON syntax is a parse error naming the file") {
+    std::string text = to_json_text(measured_calibration());
+    text.resize(text.size() / 2);  // truncated mid-document
+    ParseError e = parse_error_of(text, "half.json");
+    CHECK(e.file() == "half.json");
+    CHECK(e.field().empty());
+    const std::string what = e.what();
+    CHECK(what.find("half.json") != std::string::npos);
+    CHECK(what.find("not valid JSON") != std::string::npos);
+
+    TempDir dir;
+    const std::string path = dir.file("broken.json");
+    std::ofstream(path) << "{\"dtsim_calibration_version\": 1,,}";
+    try {
+        read_calibration(path);
+        FAIL("expected a ParseError");
+    } catch (const ParseError& pe) {
+        CHECK(pe.file() == path);
+        CHECK(std::string(pe.what()).find(path) != std::string::npos);
+    }
+}
+
+TEST_CASE("a missing calibration file is a parse error naming the file") {
+    TempDir dir;
+    const std::string path = dir.file("does-not-exist.json");
+    try {
+        read_calibration(path);
+        FAIL("expected a ParseError");
+    } catch (const ParseError& e) {
+        CHECK(e.file() == path);
+        const std::string what = e.what();
+        CHECK(what.find(path) != std::string::npos);
+        CHECK(what.find("cannot open") != std::string::npos);
+    }
+}
+
+TEST_CASE("an unknown hardware name is a config error listing the presets") {
+    try {
+        load_hardware("h200-nvl");
+        FAIL("expected a ConfigError");
+    } catch (const ParseError& e) {
+        FAIL("a preset name must not be read as a file: " << e.what());
+    } catch (const ConfigError& e) {
+        const std::string what = e.what();
+        CHECK(what.find("h200-nvl") != std::string::npos);
+        for (const auto& p : list_presets()) {
+            INFO(p.name);
+            CHECK(what.find(p.name) != std::string::npos);
+        }
+        CHECK(what.find("h100-sxm") != std::string::npos);
+        CHECK(what.find("a100-sxm") != std::string::npos);
+    }
+}
+
+TEST_CASE("a hardware name that looks like a path is read as a calibration file") {
+    // Not a preset name: a missing file is reported as a file, not as an unknown preset.
+    try {
+        load_hardware("some/path.json");
+        FAIL("expected a ParseError");
+    } catch (const ParseError& e) {
+        CHECK(e.file() == "some/path.json");
+    }
+
+    // A bare name ending in .json is a file too, even when it does not exist.
+    try {
+        load_hardware("no-such-calibration.json");
+        FAIL("expected a ParseError");
+    } catch (const ParseError& e) {
+        CHECK(e.file() == "no-such-calibration.json");
+    }
+
+    TempDir dir;
+    const std::string path = dir.file("path.json");
+    write_calibration(measured_calibration(), path);
+    const Calibration c = load_hardware(path);
+    CHECK(c.name == "lab-cluster");
+    CHECK(c.provenance.source == "measured");
+    CHECK(to_json_text(c) == to_json_text(measured_calibration()));
+}
