@@ -78,6 +78,10 @@ struct LlamaConfig {
 };
 
 // Builders take validated arguments (micro_batch >= 1, 1 <= seq_len <= positions).
+// A workload with its header fields set and no layers yet.
+Workload empty_workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType activation_dtype,
+                        AttentionImpl attention);
+
 Workload build_mlp(const std::string& name, std::int64_t layers, std::int64_t width, std::int64_t micro_batch,
                    DType activation_dtype);
 Workload build_gpt2(const std::string& name, const Gpt2Config& config, std::int64_t micro_batch, std::int64_t seq_len,

@@ -41,12 +41,7 @@ namespace dtsim::models {
 
 Workload build_gpt2(const std::string& name, const Gpt2Config& c, std::int64_t micro_batch, std::int64_t seq_len,
                     DType activation_dtype, AttentionImpl attention) {
-    Workload w;
-    w.model = name;
-    w.micro_batch = micro_batch;
-    w.seq_len = seq_len;
-    w.activation_dtype = activation_dtype;
-    w.attention = attention;
+    Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
 
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;

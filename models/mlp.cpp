@@ -16,11 +16,7 @@ namespace dtsim::models {
 
 Workload build_mlp(const std::string& name, std::int64_t layers, std::int64_t width, std::int64_t micro_batch,
                    DType activation_dtype) {
-    Workload w;
-    w.model = name;
-    w.micro_batch = micro_batch;
-    w.seq_len = 1;
-    w.activation_dtype = activation_dtype;
+    Workload w = empty_workload(name, micro_batch, 1, activation_dtype, AttentionImpl::flash);
 
     const std::int64_t b = micro_batch;
     const std::int64_t dt = dtype_bytes(activation_dtype);

@@ -231,4 +231,15 @@ void add_flash_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::
     lb.save((2 * q_elems + 2 * kv_elems) * dt + 4 * bh * s);  // Q, O; K, V; log-sum-exp (fp32)
 }
 
+Workload empty_workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType activation_dtype,
+                        AttentionImpl attention) {
+    Workload w;
+    w.model = name;
+    w.micro_batch = micro_batch;
+    w.seq_len = seq_len;
+    w.activation_dtype = activation_dtype;
+    w.attention = attention;
+    return w;
+}
+
 }  // namespace dtsim::models

@@ -1,5 +1,7 @@
 // The dtsim command as a user runs it: help, listings, errors and exit codes,
 // the JSON output against a golden file, and the README examples.
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include <string>
 
 namespace fs = std::filesystem;
+using dtsim::test::read_text;
 
 namespace {
 
@@ -19,13 +22,6 @@ struct Run {
     int exit_code = -1;
     std::string out, err;
 };
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 fs::path scratch_dir() {
     static const fs::path dir = [] {
@@ -37,15 +33,15 @@ fs::path scratch_dir() {
 }
 
 // Runs `dtsim <args>` in the scratch directory, capturing stdout and stderr.
-Run dtsim(const std::string& args) {
+Run run_dtsim(const std::string& args) {
     const fs::path dir = scratch_dir();
     const std::string cmd =
         "cd '" + dir.string() + "' && '" + std::string(DTSIM_CLI_PATH) + "' " + args + " >stdout.txt 2>stderr.txt";
     const int status = std::system(cmd.c_str());
     Run r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir / "stdout.txt");
-    r.err = slurp(dir / "stderr.txt");
+    r.out = read_text(dir / "stdout.txt");
+    r.err = read_text(dir / "stderr.txt");
     return r;
 }
 
@@ -56,20 +52,20 @@ const char* kGoldenArgs =
 }  // namespace
 
 TEST_CASE("no arguments prints help and exits 0") {
-    Run r = dtsim("");
+    Run r = run_dtsim("");
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("simulate") && Catch::Contains("demo") && Catch::Contains("models"));
 }
 
 TEST_CASE("models lists the built-in models with their exact parameter counts") {
-    Run r = dtsim("models");
+    Run r = run_dtsim("models");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("gpt2-xl") && Catch::Contains("1,557,611,200"));
     CHECK_THAT(r.out, Catch::Contains("llama2-70b") && Catch::Contains("68,976,648,192"));
 }
 
 TEST_CASE("hardware lists the presets, labelled as presets") {
-    Run r = dtsim("hardware");
+    Run r = run_dtsim("hardware");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("h100-sxm") && Catch::Contains("a100-sxm") && Catch::Contains("preset"));
     // The CUDA backend is linked in and reports this machine's devices (none here) without failing.
@@ -97,7 +93,7 @@ TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit")
     };
     for (const auto& c : cases) {
         INFO(c.args);
-        Run r = dtsim(c.args);
+        Run r = run_dtsim(c.args);
         CHECK(r.exit_code == c.code);
         CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: ") && Catch::Contains(c.says));
         CHECK(r.out.empty());
@@ -105,7 +101,7 @@ TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit")
 }
 
 TEST_CASE("simulate --format json matches the golden file") {
-    Run r = dtsim(kGoldenArgs);
+    Run r = run_dtsim(kGoldenArgs);
     REQUIRE(r.exit_code == 0);
     const fs::path golden = fs::path(DTSIM_SOURCE_DIR) / "tests/golden/simulate_gpt2_ddp.json";
     if (std::getenv("DTSIM_UPDATE_GOLDEN")) {
@@ -113,11 +109,11 @@ TEST_CASE("simulate --format json matches the golden file") {
         WARN("updated " << golden);
     }
     // Every change of the model's prediction is noticed here; update with DTSIM_UPDATE_GOLDEN=1.
-    CHECK(r.out == slurp(golden));
+    CHECK(r.out == read_text(golden));
 }
 
 TEST_CASE("the JSON output has every documented field") {
-    Run r = dtsim(kGoldenArgs);
+    Run r = run_dtsim(kGoldenArgs);
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.out);
     for (const char* key : {"step_time_s", "samples_per_s", "tokens_per_s", "mfu", "compute_s", "exposed_comm_s",
@@ -135,33 +131,33 @@ TEST_CASE("the JSON output has every documented field") {
 }
 
 TEST_CASE("README: ./dtsim demo and the simulate example with its trace") {
-    Run demo = dtsim("demo");
+    Run demo = run_dtsim("demo");
     REQUIRE(demo.exit_code == 0);
     CHECK_THAT(demo.out, Catch::Contains("Step time") && Catch::Contains("Peak memory"));
 
     fs::remove(scratch_dir() / "ddp.json");
-    Run r = dtsim(
+    Run r = run_dtsim(
         "simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 8 "
         "--seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("Trace written to ddp.json"));
-    const auto trace = nlohmann::json::parse(slurp(scratch_dir() / "ddp.json"));
+    const auto trace = nlohmann::json::parse(read_text(scratch_dir() / "ddp.json"));
     CHECK(trace["traceEvents"].size() > 100);
 }
 
 TEST_CASE("a failing run leaves an existing trace file untouched") {
     const fs::path trace = scratch_dir() / "keep.json";
     std::ofstream(trace) << "previous trace";
-    Run r = dtsim("simulate --model gpt2 --set nonsense=1 --trace keep.json");
+    Run r = run_dtsim("simulate --model gpt2 --set nonsense=1 --trace keep.json");
     CHECK(r.exit_code == 2);
-    CHECK(slurp(trace) == "previous trace");
-    Run bad_dir = dtsim("simulate --model gpt2 --trace no/such/dir/t.json");
+    CHECK(read_text(trace) == "previous trace");
+    Run bad_dir = run_dtsim("simulate --model gpt2 --trace no/such/dir/t.json");
     CHECK(bad_dir.exit_code != 0);
     CHECK_THAT(bad_dir.err, Catch::Contains("no/such/dir/t.json"));
 }
 
 TEST_CASE("set help=1 lists the strategy knobs") {
-    Run r = dtsim("simulate --model gpt2 --set help=1");
+    Run r = run_dtsim("simulate --model gpt2 --set help=1");
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("bucket_cap_mb") && Catch::Contains("gradient_as_bucket_view"));
 }

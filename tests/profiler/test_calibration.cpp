@@ -5,6 +5,8 @@
 #include "dtsim/profiler/presets.hpp"
 
 #include <fmt/format.h>
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -18,37 +20,12 @@
 #include <vector>
 
 using namespace dtsim;
+using dtsim::test::read_text;
+using dtsim::test::TempDir;
 using namespace dtsim::calib;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with its contents.
-class TempDir {
-public:
-    TempDir() {
-        std::random_device rd;
-        path_ = fs::temp_directory_path() / fmt::format("dtsim_test_calibration_{:08x}{:08x}", rd(), rd());
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-private:
-    fs::path path_;
-};
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 // A calibration as `dtsim calibrate` would write it: measured curves with
 // points, a group-size-specific curve, and measured GEMMs.

@@ -7,6 +7,8 @@
 #include "dtsim/traces/chrome_trace.hpp"
 
 #include <fmt/format.h>
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -23,6 +25,8 @@
 #include <utility>
 
 using namespace dtsim;
+using dtsim::test::read_text;
+using dtsim::test::TempDir;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -49,32 +53,6 @@ Simulated simulate_small() {
     Simulated s{sim::simulate(config, hw), {}};
     s.timeline = sim::make_timeline(s.result, config, "a100-sxm");
     return s;
-}
-
-class TempDir {
-public:
-    TempDir() {
-        std::random_device rd;
-        path_ = fs::temp_directory_path() / fmt::format("dtsim_test_chrome_trace_{:08x}{:08x}", rd(), rd());
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    const fs::path& path() const { return path_; }
-
-private:
-    fs::path path_;
-};
-
-std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 std::int64_t us_to_ns(double us) {
