@@ -21,8 +21,8 @@ std::string local_devices_line() {
     if (q.devices.empty()) return "no CUDA device";
     std::vector<std::string> names;
     for (const auto& d : q.devices)
-        names.push_back(fmt::format("{} ({}, sm_{}{})", d.name, format_bytes(d.memory_bytes), d.compute_major,
-                                    d.compute_minor));
+        names.push_back(
+            fmt::format("{} ({}, sm_{}{})", d.name, format_bytes(d.memory_bytes), d.compute_major, d.compute_minor));
     return fmt::format("{} CUDA device{}: {}", q.devices.size(), q.devices.size() == 1 ? "" : "s",
                        fmt::join(names, ", "));
 #else

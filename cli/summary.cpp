@@ -35,11 +35,12 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
                          const sim::ReportExtras& extras) {
     const sim::Metrics& m = r.metrics;
     std::string out;
-    line(out, "{} ({} parameters) | {} | {} node{} x {} GPU{} {} ({}) | micro-batch {} x {} tokens{} | {} | {}",
-         config.model, format_count(static_cast<double>(r.workload->param_count())), config.strategy,
-         config.topology.nodes, config.topology.nodes > 1 ? "s" : "", config.topology.gpus_per_node,
+    line(out, "{} ({} parameters) | {} | {} node{} x {} GPU{} {} ({}) | micro-batch {}{}{} | {} | {}", config.model,
+         format_count(static_cast<double>(r.workload->param_count())), config.strategy, config.topology.nodes,
+         config.topology.nodes > 1 ? "s" : "", config.topology.gpus_per_node,
          config.topology.gpus_per_node > 1 ? "s" : "", cal.name, cal.provenance.source, config.micro_batch,
-         r.workload->seq_len, config.grad_accum > 1 ? fmt::format(" x {} accumulation steps", config.grad_accum) : "",
+         r.workload->seq_len > 1 ? fmt::format(" x {} tokens", r.workload->seq_len) : "",
+         config.grad_accum > 1 ? fmt::format(" x {} accumulation steps", config.grad_accum) : "",
          to_string(config.precision), to_string(config.optimizer));
     line(out, "");
     std::string first;
@@ -47,8 +48,11 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
         first = fmt::format("   (iteration 1, before the bucket rebuild: {})",
                             format_seconds(*extras.first_iteration_step_time_s));
     line(out, "  Step time          {}{}", format_seconds(m.step_time_s), first);
-    line(out, "  Throughput         {:.1f} samples/s, {} tokens/s (global batch {})", m.samples_per_s,
-         format_count(m.tokens_per_s), m.global_batch);
+    if (r.workload->seq_len > 1)
+        line(out, "  Throughput         {:.1f} samples/s, {} tokens/s (global batch {})", m.samples_per_s,
+             format_count(m.tokens_per_s), m.global_batch);
+    else
+        line(out, "  Throughput         {:.1f} samples/s (global batch {})", m.samples_per_s, m.global_batch);
     line(out, "  MFU                {:.1f} %", m.mfu * 100);
     line(out, "  Compute            {}", format_seconds(m.compute_s));
     if (m.comm_s > 0)

@@ -23,6 +23,9 @@ inline constexpr double softmax = 5;        // scale, mask, max, exp, normalise 
 inline constexpr double rotary = 3;         // x*cos + rotate(x)*sin
 inline constexpr double cross_entropy = 5;  // log-softmax + gather
 inline constexpr double mse = 3;            // subtract, square, sum
+inline constexpr double batch_norm = 8;     // batch mean, variance, normalise, scale, shift (as layer_norm)
+inline constexpr double max_pool = 9;       // one compare per window element (3x3), per output element
+inline constexpr double avg_pool = 1;       // one add per input element
 }  // namespace flops_per_element
 
 // Backward of an elementwise op: same bytes and flops, named "<name>.bwd".
@@ -77,6 +80,14 @@ struct LlamaConfig {
     std::int64_t positions = 4096;
 };
 
+// torchvision ResNet with Bottleneck blocks (v1.5: stride on the 3x3 conv).
+// {3, 4, 6, 3} is resnet50; {3, 4, 23, 3} resnet101, {3, 8, 36, 3} resnet152.
+struct ResNetConfig {
+    std::vector<std::int64_t> blocks = {3, 4, 6, 3};  // Bottleneck blocks per stage (layer1..layer4)
+    std::int64_t image_size = 224;                    // square input, 3 channels
+    std::int64_t classes = 1000;
+};
+
 // Builders take validated arguments (micro_batch >= 1, 1 <= seq_len <= positions).
 // A workload with its header fields set and no layers yet.
 Workload empty_workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType activation_dtype,
@@ -88,5 +99,8 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& config, std::int6
                     DType activation_dtype, AttentionImpl attention);
 Workload build_llama(const std::string& name, const LlamaConfig& config, std::int64_t micro_batch, std::int64_t seq_len,
                      DType activation_dtype, AttentionImpl attention);
+// Images, not sequences: the workload's seq_len is 1.
+Workload build_resnet(const std::string& name, const ResNetConfig& config, std::int64_t micro_batch,
+                      DType activation_dtype);
 
 }  // namespace dtsim::models

@@ -24,6 +24,7 @@ struct NamedModel {
     std::function<Workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType dtype,
                            AttentionImpl attention)>
         build;
+    bool images = false;  // samples are images: no sequence dimension, seq_len must be 0 or 1
 };
 
 NamedModel gpt2(Gpt2Config c) {
@@ -36,6 +37,14 @@ NamedModel llama(LlamaConfig c) {
     return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
                 return build_llama(name, c, b, s, dt, at);
             }};
+}
+
+NamedModel resnet(ResNetConfig c) {
+    return {1,
+            [c](const std::string& name, std::int64_t b, std::int64_t, DType dt, AttentionImpl) {
+                return build_resnet(name, c, b, dt);
+            },
+            true};
 }
 
 const Registry<NamedModel>& registry() {
@@ -54,6 +63,9 @@ const Registry<NamedModel>& registry() {
                 llama({5120, 40, 40, 40, 13824, 32000, 4096}));
         reg.add("llama2-70b", "Llama-2 70B: 80 layers, hidden 8192, 64 heads (8 KV heads, GQA), context 4096",
                 llama({8192, 80, 64, 8, 28672, 32000, 4096}));
+        reg.add("resnet50",
+                "ResNet-50 (torchvision v1.5): Bottleneck blocks [3, 4, 6, 3], ImageNet 224x224, 1000 classes",
+                resnet({{3, 4, 6, 3}, 224, 1000}));
         return reg;
     }();
     return r;
@@ -128,6 +140,11 @@ Workload build_workload(const WorkloadRequest& request) {
     const auto* entry = registry().find_or_null(name);
     if (entry == nullptr) throw ConfigError(unknown_name_message("model", name, model_names()));
     check_micro_batch(request);
+    if (entry->value.images && request.seq_len != 0 && request.seq_len != 1)
+        throw ConfigError(fmt::format(
+            "seq_len {} is invalid for model '{}': its samples are images with no sequence dimension, so seq_len "
+            "must be 0 (the default) or 1.",
+            request.seq_len, name));
     const std::int64_t max = entry->value.max_positions;
     if (request.seq_len < 0 || request.seq_len > max)
         throw ConfigError(

@@ -90,3 +90,33 @@ TEST_CASE("one rank: no collectives, no bucket copies") {
     CHECK(r.metrics.exposed_comm_s == 0);
     CHECK(r.metrics.compute_s == Approx(r.metrics.step_time_s));
 }
+
+TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, before the first forward") {
+    const auto cal = calib::load_hardware("a100-sxm");
+    Config c;
+    c.model = "resnet50";
+    c.topology = {1, 8};
+    c.micro_batch = 32;
+    c.grad_accum = 3;
+    SimResult r = simulate(c, cal);
+    std::int64_t buffers = 0;
+    for (const auto& layer : r.workload->layers) buffers += layer.buffer_bytes;
+    REQUIRE(buffers > 0);
+    int broadcasts = 0;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        if (t.kind != TaskKind::collective || t.collective != CollectiveKind::broadcast) continue;
+        ++broadcasts;
+        CHECK(t.bytes == buffers);
+        CHECK(t.micro_step == 0);  // later micro-steps follow a no_sync forward (§1.8)
+        // The first forward waits for it.
+        for (std::size_t j = 0; j < r.plan.tasks.size(); ++j)
+            if (r.plan.tasks[j].phase == Phase::forward) {
+                CHECK(r.schedule.timings[j].start_ns >= r.schedule.timings[i].end_ns);
+                break;
+            }
+    }
+    CHECK(broadcasts == 1);
+    c.knobs = {{"broadcast_buffers", "false"}};
+    for (const auto& col : simulate(c, cal).metrics.collectives) CHECK(col.kind != CollectiveKind::broadcast);
+}
