@@ -105,13 +105,22 @@ void run_simulate(const SimulateOptions& o) {
     const calib::Calibration cal = calib::load_hardware(o.hardware);
     auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
     sim::SimResult result = sim::simulate(workload, config, cal);
-    if (!result.metrics.fits) throw DoesNotFitError(does_not_fit_message(result, config, cal));
+    if (!result.metrics.fits) {
+        // JSON consumers (sweeps, scripts) still get the report, with "fits": false.
+        if (o.format == "json") fmt::print("{}\n", sim::report_json(result, config, cal).dump(2));
+        throw DoesNotFitError(does_not_fit_message(result, config, cal));
+    }
 
     sim::ReportExtras extras;
     if (config.strategy == "ddp" && config.topology.world_size() > 1) {
         sim::Config first = config;
         first.first_iteration = true;
-        extras.first_iteration_step_time_s = sim::simulate(workload, first, cal).metrics.step_time_s;
+        auto warmup = sim::simulate(workload, first, cal);
+        extras.first_iteration_step_time_s = warmup.metrics.step_time_s;
+        // With static_graph the rebuild waits for iteration 3 (strategy-semantics.md §1.6).
+        for (const auto& [key, value] : config.knobs)
+            if (key == "static_graph" && (value == "true" || value == "True" || value == "1"))
+                extras.warmup_iterations = "iterations 1 and 2";
     }
     if (o.format == "json")
         fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));
@@ -143,9 +152,9 @@ void add_demo_command(CLI::App& app) {
     opts->nodes = 2;
     opts->micro_batch = 8;
     opts->seq_len = 1024;
-    opts->set = {"bucket_cap_mb=25"};
+    opts->precision = "bf16-mixed";  // what H100 users train with
     auto* cmd = app.add_subcommand("demo",
-                                   "simulate GPT-2 XL with DDP on 2 nodes x 8 H100 (every option of "
+                                   "simulate GPT-2 XL (bf16-mixed) with DDP on 2 nodes x 8 H100 (every option of "
                                    "`simulate` can override the defaults)");
     add_options(*cmd, *opts, false);
     cmd->callback([opts] { run_simulate(*opts); });

@@ -45,7 +45,7 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
     line(out, "");
     std::string first;
     if (extras.first_iteration_step_time_s)
-        first = fmt::format("   (iteration 1, before the bucket rebuild: {})",
+        first = fmt::format("   ({}, before the bucket rebuild: {})", extras.warmup_iterations,
                             format_seconds(*extras.first_iteration_step_time_s));
     line(out, "  Step time          {}{}", format_seconds(m.step_time_s), first);
     if (r.workload->seq_len > 1)
@@ -53,16 +53,18 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
              format_count(m.tokens_per_s), m.global_batch);
     else
         line(out, "  Throughput         {:.1f} samples/s (global batch {})", m.samples_per_s, m.global_batch);
-    line(out, "  MFU                {:.1f} %", m.mfu * 100);
+    line(out, "  MFU                {:.1f} % of the {} peak ({:.1f} TFLOPS)", m.mfu * 100,
+         to_string(r.workload->activation_dtype), m.mfu_peak_tflops);
     line(out, "  Compute            {}", format_seconds(m.compute_s));
     if (m.comm_s > 0)
         line(out, "  Communication      {}, of which {} exposed (overlap {:.1f} %)", format_seconds(m.comm_s),
              format_seconds(m.exposed_comm_s), m.overlap_fraction * 100);
     else
         line(out, "  Communication      none (one rank)");
-    line(out, "  Peak memory / GPU  {} of {} ({:.0f} %)", format_bytes(m.peak_memory_bytes),
-         format_bytes(m.device_memory_bytes),
-         100.0 * static_cast<double>(m.peak_memory_bytes) / static_cast<double>(m.device_memory_bytes));
+    line(out, "  Peak memory / GPU  {} of {} usable ({:.0f} %; {} reserved for CUDA context and NCCL)",
+         format_bytes(m.peak_memory_bytes), format_bytes(m.usable_memory_bytes),
+         100.0 * static_cast<double>(m.peak_memory_bytes) / static_cast<double>(m.usable_memory_bytes),
+         format_bytes(m.device_memory_bytes - m.usable_memory_bytes));
     line(out, "    {}", breakdown_line(m.peak_breakdown));
     if (!m.collectives.empty()) {
         line(out, "");
@@ -101,13 +103,25 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
 
 std::string does_not_fit_message(const sim::SimResult& r, const sim::Config& config, const calib::Calibration& cal) {
     const sim::Metrics& m = r.metrics;
+    const auto at_peak = [&](MemCategory c) { return m.peak_breakdown[static_cast<std::size_t>(c)]; };
+    // Advice that applies to this configuration, biggest lever first.
+    std::vector<std::string> tries;
+    if (config.micro_batch > 1 && at_peak(MemCategory::activations) > 0)
+        tries.push_back("a smaller --micro-batch (with --grad-accum to keep the global batch)");
+    if (config.precision == sim::Precision::fp32 && at_peak(MemCategory::activations) > 0)
+        tries.push_back("--precision bf16-mixed (halves activations)");
+    if (r.workload->attention == models::AttentionImpl::eager && r.workload->seq_len > 1)
+        tries.push_back("--attention flash (no s x s attention matrices)");
+    if (at_peak(MemCategory::buckets) > 0)
+        tries.push_back(fmt::format("--set gradient_as_bucket_view=true (up to {} less)",
+                                    format_bytes(at_peak(MemCategory::buckets))));
+    tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
     return fmt::format(
-        "does not fit: {} with --micro-batch {} needs {} per GPU but the {} has {} (over by {}; {}). "
-        "Try a smaller --micro-batch (with --grad-accum to keep the global batch), --precision bf16-mixed, "
-        "or a sharded strategy.",
+        "does not fit: {} with --micro-batch {} needs {} per GPU but the {} has {} usable (over by {}; "
+        "{}). Try {}.",
         config.model, config.micro_batch, format_bytes(m.peak_memory_bytes), cal.device.name,
-        format_bytes(m.device_memory_bytes), format_bytes(m.peak_memory_bytes - m.device_memory_bytes),
-        breakdown_line(m.peak_breakdown));
+        format_bytes(m.usable_memory_bytes), format_bytes(m.peak_memory_bytes - m.usable_memory_bytes),
+        breakdown_line(m.peak_breakdown), fmt::join(tries, ", or "));
 }
 
 }  // namespace dtsim::cli

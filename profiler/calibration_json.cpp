@@ -105,6 +105,7 @@ std::string to_json_text(const Calibration& c) {
         {"backend", c.provenance.backend}, {"world_size", c.provenance.world_size}, {"notes", c.provenance.notes}};
     j["device"] = {{"name", c.device.name},
                    {"memory_bytes", c.device.memory_bytes},
+                   {"reserved_bytes", c.device.reserved_bytes},
                    {"mem_bw_gbps", c.device.mem_bw_gbps},
                    {"elementwise_efficiency", c.device.elementwise_efficiency},
                    {"kernel_overhead_us", c.device.kernel_overhead_us}};
@@ -163,6 +164,9 @@ Calibration calibration_from_json_text(const std::string& text, const std::strin
     c.device.name = dev.string("name");
     c.device.memory_bytes = dev.integer("memory_bytes");
     if (c.device.memory_bytes <= 0) dev.fail("memory_bytes", "expected a positive number of bytes");
+    c.device.reserved_bytes = dev.has("reserved_bytes") ? dev.integer("reserved_bytes") : 0;
+    if (c.device.reserved_bytes < 0 || c.device.reserved_bytes >= c.device.memory_bytes)
+        dev.fail("reserved_bytes", "expected a non-negative number of bytes below memory_bytes");
     c.device.mem_bw_gbps = positive(dev, "mem_bw_gbps");
     c.device.elementwise_efficiency = positive(dev, "elementwise_efficiency");
     c.device.kernel_overhead_us = positive(dev, "kernel_overhead_us", true);

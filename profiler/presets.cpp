@@ -12,7 +12,8 @@
 namespace dtsim::calib {
 namespace {
 
-constexpr std::int64_t GiB = 1024LL * 1024 * 1024;
+constexpr std::int64_t MiB = 1024LL * 1024;
+constexpr std::int64_t GiB = 1024 * MiB;
 
 struct PresetNumbers {
     std::string name, device, datasheet;
@@ -52,7 +53,8 @@ Calibration make_preset(const PresetNumbers& p) {
         "follows a shape curve (max 78% of the bf16 tensor-core peak, 85% of fp32); streaming "
         "kernels reach 80% of peak memory bandwidth; overlap slowdowns are estimates for NCCL "
         "kernels taking SMs from compute. Measure your machine with `dtsim calibrate`.";
-    c.device = {p.device, p.memory_bytes, p.mem_bw_gbps, 0.80, 2.0};
+    // About 1 GiB goes to the CUDA context, NCCL's buffers and cuBLAS workspaces.
+    c.device = {p.device, p.memory_bytes, 1 * GiB, p.mem_bw_gbps, 0.80, 2.0};
     c.gpus_per_node = 8;
     // Half-efficiency dimensions: a tile-sized (128-256) dimension runs at about half speed.
     c.gemm_curves.push_back({DType::bf16, p.bf16_tflops, 0.78, 256, 256, 128, 0});
@@ -72,7 +74,7 @@ const Registry<std::function<Calibration()>>& presets() {
                   return make_preset({"h100-sxm", "NVIDIA H100 SXM5 80GB",
                                       "NVIDIA H100 datasheet (989 TFLOPS dense bf16, 67 TFLOPS fp32, 3.35 TB/s HBM3); "
                                       "NCCL allreduce busbw ~360 GB/s on DGX H100 without NVLS; ConnectX-7 400 Gb/s",
-                                      80 * GiB, 3350, 989.4, 66.9, 360, 50, 55});
+                                      81559 * MiB /* as nvidia-smi reports */, 3350, 989.4, 66.9, 360, 50, 55});
               });
         r.add(
             "a100-sxm", "NVIDIA A100 SXM4 80GB x8 per node, NVLink 3 (NVSwitch), 8x 200 Gb/s InfiniBand HDR per node",
@@ -80,7 +82,7 @@ const Registry<std::function<Calibration()>>& presets() {
                 return make_preset({"a100-sxm", "NVIDIA A100 SXM4 80GB",
                                     "NVIDIA A100 datasheet (312 TFLOPS dense bf16, 19.5 TFLOPS fp32, 2.04 TB/s HBM2e); "
                                     "NCCL allreduce busbw ~230 GB/s on DGX A100; ConnectX-6 200 Gb/s",
-                                    80 * GiB, 2039, 312, 19.5, 230, 25, 25});
+                                    81920 * MiB /* as nvidia-smi reports */, 2039, 312, 19.5, 230, 25, 25});
             });
         return r;
     }();

@@ -58,7 +58,10 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
     // Measured points correct the curve: their measured/modelled time ratios are
     // interpolated by inverse squared distance in log2 shape space, so a
     // measured shape is priced at exactly its measured time.
-    double wsum = 0, rsum = 0;
+    // The curve itself enters as a ratio-1 prior at kPriorDistance, so a lone,
+    // distant measurement fades out instead of rescaling every shape.
+    constexpr double kPriorDistance = 4.0;  // squared log2 distance: a factor of 4 in one dimension
+    double wsum = 0, rsum = 0, measured = 0;
     for (const auto& p : cal_->gemm_points) {
         if (p.dtype != dtype) continue;
         const double prows = static_cast<double>(p.m) * static_cast<double>(p.batch);
@@ -69,8 +72,10 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
         if (d < 1e-12) return p.time_us * 1e3;
         wsum += 1.0 / d;
         rsum += ratio / d;
+        ++measured;
     }
-    return wsum > 0 ? ns * rsum / wsum : ns;
+    if (measured == 0) return ns;
+    return ns * (rsum + 1.0 / kPriorDistance) / (wsum + 1.0 / kPriorDistance);
 }
 
 double CostModel::elementwise_ns(std::int64_t bytes) const {

@@ -50,8 +50,9 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
     if (m.step_time_s > 0) {
         m.samples_per_s = static_cast<double>(m.global_batch) / m.step_time_s;
         m.tokens_per_s = m.samples_per_s * static_cast<double>(workload.seq_len);
-        const double peak = calibration.peak_tflops(workload.activation_dtype) * 1e12;
-        if (peak > 0) m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * peak);
+        m.mfu_peak_tflops = calibration.peak_tflops(workload.activation_dtype);
+        if (m.mfu_peak_tflops > 0)
+            m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * m.mfu_peak_tflops * 1e12);
     }
     std::vector<Interval> compute, comm;
     std::map<std::tuple<int, std::int64_t, int>, int> calls;
@@ -76,7 +77,8 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
     m.peak_memory_bytes = schedule.peak_memory_bytes;
     m.peak_breakdown = schedule.peak_breakdown;
     m.device_memory_bytes = calibration.device.memory_bytes;
-    m.fits = m.peak_memory_bytes <= m.device_memory_bytes;
+    m.usable_memory_bytes = calibration.device.memory_bytes - calibration.device.reserved_bytes;
+    m.fits = m.peak_memory_bytes <= m.usable_memory_bytes;
     for (const auto& [key, count] : calls)
         m.collectives.push_back(
             {static_cast<calib::CollectiveKind>(std::get<0>(key)), std::get<1>(key), std::get<2>(key), count});

@@ -32,12 +32,14 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["samples_per_s"] = m.samples_per_s;
     j["tokens_per_s"] = m.tokens_per_s;
     j["mfu"] = m.mfu;
+    j["mfu_peak_tflops"] = m.mfu_peak_tflops;
     j["compute_s"] = m.compute_s;
     j["comm_s"] = m.comm_s;
     j["exposed_comm_s"] = m.exposed_comm_s;
     j["overlap_fraction"] = m.overlap_fraction;
     j["peak_memory_bytes"] = m.peak_memory_bytes;
     j["device_memory_bytes"] = m.device_memory_bytes;
+    j["usable_memory_bytes"] = m.usable_memory_bytes;
     j["fits"] = m.fits;
     j["memory"] = Json::object();
     for (int c = 0; c < kMemCategories; ++c)

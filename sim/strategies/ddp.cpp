@@ -208,6 +208,8 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     // parameter (§8); plain SGD 12 B.
     step.bytes = psi * (config.optimizer == OptimizerKind::adam ? 28 : 12);
     step.flops = static_cast<double>(psi) * (config.optimizer == OptimizerKind::adam ? 12 : 2);
+    // fp16 needs GradScaler: unscale_ and the inf/nan check read and write every gradient.
+    if (config.precision == Precision::fp16_mixed) step.bytes += psi * kGradBytes * 2;
     plan.add_task(step, step_deps);
     // zero_grad(set_to_none=True) frees the gradients after the step.
     if (!as_view) plan.release(MemCategory::gradients, psi * kGradBytes);

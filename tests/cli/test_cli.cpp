@@ -100,6 +100,20 @@ TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit")
     }
 }
 
+TEST_CASE("a configuration that does not fit still prints its JSON report, with fits false") {
+    Run r = run_dtsim("simulate --model gpt2-xl --micro-batch 512 --format json");
+    CHECK(r.exit_code == 3);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["fits"] == false);
+    CHECK(j["peak_memory_bytes"].get<std::int64_t>() > j["usable_memory_bytes"].get<std::int64_t>());
+    // The advice fits the configuration: fp32 suggests bf16, DDP suggests bucket views.
+    CHECK_THAT(r.err, Catch::Contains("does not fit") && Catch::Contains("--precision bf16-mixed") &&
+                          Catch::Contains("gradient_as_bucket_view=true"));
+    Run bf16 = run_dtsim("simulate --model gpt2-xl --micro-batch 512 --precision bf16-mixed");
+    CHECK(bf16.exit_code == 3);
+    CHECK_THAT(bf16.err, !Catch::Contains("--precision bf16-mixed"));
+}
+
 TEST_CASE("simulate --format json matches the golden file") {
     Run r = run_dtsim(kGoldenArgs);
     REQUIRE(r.exit_code == 0);

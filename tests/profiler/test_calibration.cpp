@@ -33,7 +33,7 @@ Calibration measured_calibration() {
     Calibration c;
     c.name = "lab-cluster";
     c.provenance = {"measured", "node017", "2024-05-01", "cuda-nccl-cublas", 16, "two nodes, \"quoted\" note"};
-    c.device = {"NVIDIA H100 80GB HBM3", 85520809984, 3100.5, 0.83, 2.5};
+    c.device = {"NVIDIA H100 80GB HBM3", 85520809984, 1073741824, 3100.5, 0.83, 2.5};
     c.gpus_per_node = 8;
     c.gemm_curves.push_back({DType::bf16, 989.4, 0.71, 301.5, 287.25, 140.125, 0.031});
     c.gemm_curves.push_back({DType::fp32, 66.9, 0.8, 120, 110, 60, 0.02});

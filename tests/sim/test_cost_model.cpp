@@ -33,7 +33,7 @@ Calibration base_calibration() {
     Calibration c;
     c.name = "hand-made";
     c.provenance.source = "measured";
-    c.device = {"test-gpu", 80 * GiB, kMemBwGbps, kElementwiseEff, kOverheadUs};
+    c.device = {"test-gpu", 80 * GiB, 0, kMemBwGbps, kElementwiseEff, kOverheadUs};
     c.gpus_per_node = 8;
     c.gemm_curves.push_back({DType::bf16, kPeakTflops, kMaxEff, 128, 128, 64, 0});
     return c;
@@ -303,11 +303,20 @@ TEST_CASE("a measured GEMM point sets the price of its own shape and corrects th
     CHECK(cost_with.gemm_ns(d, d, d, 1, DType::bf16) == Approx(measured_us * 1e3).epsilon(1e-9));
     CHECK(cost_without.gemm_ns(d, d, d, 1, DType::bf16) < measured_us * 1e3);
 
-    // With a single point its measured/modelled time ratio scales every other shape.
+    // Elsewhere the measured/modelled ratio is blended with the curve (a ratio-1 prior at
+    // squared log2 distance 4): near shapes take most of the correction, far ones little.
     const double ratio = measured_us * 1e3 / cost_without.gemm_ns(d, d, d, 1, DType::bf16);
-    const double other_without = cost_without.gemm_ns(8192, 2048, 1024, 1, DType::bf16);
-    const double other_with = cost_with.gemm_ns(8192, 2048, 1024, 1, DType::bf16);
-    CHECK(other_with == Approx(other_without * ratio).epsilon(1e-9));
+    auto corrected = [&](double squared_log2_distance) {
+        return (ratio / squared_log2_distance + 1.0 / 4.0) / (1.0 / squared_log2_distance + 1.0 / 4.0);
+    };
+    // (8192, 2048, 1024) is 1, 1 and 2 octaves away: squared distance 1 + 1 + 4 = 6.
+    const double near_without = cost_without.gemm_ns(8192, 2048, 1024, 1, DType::bf16);
+    CHECK(cost_with.gemm_ns(8192, 2048, 1024, 1, DType::bf16) == Approx(near_without * corrected(6)).epsilon(1e-9));
+    // (65536, 256, 4096): 4 octaves in m and 4 in n, squared distance 32: almost the plain curve.
+    const double far_without = cost_without.gemm_ns(65536, 256, 4096, 1, DType::bf16);
+    const double far_with = cost_with.gemm_ns(65536, 256, 4096, 1, DType::bf16);
+    CHECK(far_with == Approx(far_without * corrected(32)).epsilon(1e-9));
+    CHECK(std::abs(far_with / far_without - 1) < std::abs(ratio - 1) / 5);
 }
 
 TEST_CASE("a thin GEMM is bound by memory bandwidth") {

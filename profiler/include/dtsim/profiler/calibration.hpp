@@ -64,6 +64,8 @@ struct GemmPoint {
 struct DeviceSpec {
     std::string name;
     std::int64_t memory_bytes = 0;
+    // Not available to tensors: CUDA context, NCCL buffers, allocator slack.
+    std::int64_t reserved_bytes = 0;
     double mem_bw_gbps = 0;             // peak memory bandwidth
     double elementwise_efficiency = 0;  // achieved / peak for streaming kernels
     double kernel_overhead_us = 0;      // per-kernel launch gap on the device

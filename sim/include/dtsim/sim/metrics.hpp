@@ -24,7 +24,8 @@ struct Metrics {
     std::int64_t global_batch = 0;  // samples per optimizer step, all ranks
     double samples_per_s = 0;
     double tokens_per_s = 0;
-    double mfu = 0;               // model flops / (step time * peak of the compute dtype), per GPU
+    double mfu = 0;               // model flops / (step time * mfu_peak_tflops), per GPU
+    double mfu_peak_tflops = 0;   // the compute dtype's peak, which MFU is measured against
     double compute_s = 0;         // time the compute stream is busy
     double comm_s = 0;            // time any collective runs
     double exposed_comm_s = 0;    // communication with the compute stream idle
@@ -32,7 +33,8 @@ struct Metrics {
     std::int64_t peak_memory_bytes = 0;
     MemoryBreakdown peak_breakdown{};
     std::int64_t device_memory_bytes = 0;
-    bool fits = true;
+    std::int64_t usable_memory_bytes = 0;  // device memory less the calibration's reserve
+    bool fits = true;                       // peak <= usable memory
     std::int64_t comm_bytes_per_step = 0;  // collective payload bytes issued per step
     std::vector<CollectiveSummary> collectives;
 };

@@ -15,6 +15,7 @@ std::string task_name(const Plan& plan, const models::Workload& workload, const 
 
 struct ReportExtras {
     std::optional<double> first_iteration_step_time_s;  // DDP before the bucket rebuild
+    std::string warmup_iterations = "iteration 1";      // which iterations run before the rebuild
 };
 
 // One JSON object with the configuration, the metrics, the memory breakdown,
