@@ -29,6 +29,7 @@ struct SimulateOptions {
     std::string precision = "fp32";
     std::string optimizer = "adam";
     std::string attention = "flash";
+    bool activation_checkpointing = false;
     std::vector<std::string> set;
     std::string trace;
     std::string format = "text";
@@ -57,6 +58,8 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required) {
     cmd.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
     cmd.add_option("--attention", o.attention, "attention kernel: flash (SDPA, HF default) or eager")
         ->capture_default_str();
+    cmd.add_flag("--activation-checkpointing,--ckpt", o.activation_checkpointing,
+                 "recompute each transformer block's forward in backward (torch.utils.checkpoint per block)");
     cmd.add_option("--set", o.set,
                    "strategy knob by its torch name, e.g. --set bucket_cap_mb=50 (repeatable; "
                    "`--set help=1` lists the strategy's knobs)");
@@ -85,6 +88,7 @@ sim::Config make_config(const SimulateOptions& o) {
     c.precision = sim::precision_from_string(o.precision);
     c.optimizer = sim::optimizer_from_string(o.optimizer);
     c.attention = models::attention_from_string(o.attention);
+    c.activation_checkpointing = o.activation_checkpointing;
     for (const auto& kv : o.set) {
         auto eq = kv.find('=');
         if (eq == std::string::npos || eq == 0)
@@ -104,23 +108,13 @@ void run_simulate(const SimulateOptions& o) {
     const sim::Config config = make_config(o);
     const calib::Calibration cal = calib::load_hardware(o.hardware);
     auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
-    sim::SimResult result = sim::simulate(workload, config, cal);
+    sim::PhasedResult phased = sim::simulate_phases(workload, config, cal);
+    const sim::SimResult& result = phased.headline;
+    const sim::ReportExtras extras{phased.phases, phased.average_step_time_s};
     if (!result.metrics.fits) {
         // JSON consumers (sweeps, scripts) still get the report, with "fits": false.
-        if (o.format == "json") fmt::print("{}\n", sim::report_json(result, config, cal).dump(2));
+        if (o.format == "json") fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));
         throw DoesNotFitError(does_not_fit_message(result, config, cal));
-    }
-
-    sim::ReportExtras extras;
-    if (config.strategy == "ddp" && config.topology.world_size() > 1) {
-        sim::Config first = config;
-        first.first_iteration = true;
-        auto warmup = sim::simulate(workload, first, cal);
-        extras.first_iteration_step_time_s = warmup.metrics.step_time_s;
-        // With static_graph the rebuild waits for iteration 3 (strategy-semantics.md §1.6).
-        for (const auto& [key, value] : config.knobs)
-            if (key == "static_graph" && (value == "true" || value == "True" || value == "1"))
-                extras.warmup_iterations = "iterations 1 and 2";
     }
     if (o.format == "json")
         fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));

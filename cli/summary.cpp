@@ -43,11 +43,15 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
          config.grad_accum > 1 ? fmt::format(" x {} accumulation steps", config.grad_accum) : "",
          to_string(config.precision), to_string(config.optimizer));
     line(out, "");
-    std::string first;
-    if (extras.first_iteration_step_time_s)
-        first = fmt::format("   ({}, before the bucket rebuild: {})", extras.warmup_iterations,
-                            format_seconds(*extras.first_iteration_step_time_s));
-    line(out, "  Step time          {}{}", format_seconds(m.step_time_s), first);
+    line(out, "  Step time          {}{}", format_seconds(m.step_time_s),
+         extras.phases.size() > 1 ? fmt::format("   ({})", extras.phases.front().label) : "");
+    for (std::size_t i = 1; i < extras.phases.size(); ++i)
+        line(out, "                     {}   ({}{})", format_seconds(extras.phases[i].step_time_s),
+             extras.phases[i].label,
+             extras.phases[i].weight > 0 ? fmt::format(", {:.0f} % of steps", extras.phases[i].weight * 100) : "");
+    if (extras.phases.size() > 1 && extras.average_step_time_s != m.step_time_s)
+        line(out, "  Average step       {} (weighted over the phases above)",
+             format_seconds(extras.average_step_time_s));
     if (r.workload->seq_len > 1)
         line(out, "  Throughput         {:.1f} samples/s, {} tokens/s (global batch {})", m.samples_per_s,
              format_count(m.tokens_per_s), m.global_batch);
@@ -66,6 +70,16 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
          100.0 * static_cast<double>(m.peak_memory_bytes) / static_cast<double>(m.usable_memory_bytes),
          format_bytes(m.device_memory_bytes - m.usable_memory_bytes));
     line(out, "    {}", breakdown_line(m.peak_breakdown));
+    if (m.host_memory_bytes > 0)
+        line(out, "  Host memory / rank {} (pinned, offload)", format_bytes(m.host_memory_bytes));
+    if (m.copy_s > 0)
+        line(out, "  Host<->device      {} copying ({} to device, {} to host)", format_seconds(m.copy_s),
+             format_bytes(m.h2d_bytes), format_bytes(m.d2h_bytes));
+    if (m.host_compute_s > 0)
+        line(out, "  Host CPU           {} (offloaded optimizer)", format_seconds(m.host_compute_s));
+    if (m.io_s > 0)
+        line(out, "  NVMe               {} ({} read, {} written)", format_seconds(m.io_s),
+             format_bytes(m.nvme_read_bytes), format_bytes(m.nvme_write_bytes));
     if (!m.collectives.empty()) {
         line(out, "");
         line(out, "  Collectives per step ({} in total)", format_bytes(m.comm_bytes_per_step));

@@ -8,12 +8,9 @@ namespace dtsim {
 
 std::string_view to_string(DType t) {
     switch (t) {
-        case DType::fp32:
-            return "fp32";
-        case DType::fp16:
-            return "fp16";
-        case DType::bf16:
-            return "bf16";
+        case DType::fp32: return "fp32";
+        case DType::fp16: return "fp16";
+        case DType::bf16: return "bf16";
     }
     return "?";
 }

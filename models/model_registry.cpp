@@ -110,10 +110,8 @@ void check_micro_batch(const WorkloadRequest& r) {
 
 std::string_view to_string(AttentionImpl impl) {
     switch (impl) {
-        case AttentionImpl::flash:
-            return "flash";
-        case AttentionImpl::eager:
-            return "eager";
+        case AttentionImpl::flash: return "flash";
+        case AttentionImpl::eager: return "eager";
     }
     return "unknown";
 }

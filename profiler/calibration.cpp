@@ -7,16 +7,11 @@ namespace dtsim::calib {
 
 std::string_view to_string(CollectiveKind k) {
     switch (k) {
-        case CollectiveKind::allreduce:
-            return "allreduce";
-        case CollectiveKind::reduce_scatter:
-            return "reduce_scatter";
-        case CollectiveKind::allgather:
-            return "allgather";
-        case CollectiveKind::broadcast:
-            return "broadcast";
-        case CollectiveKind::reduce:
-            return "reduce";
+        case CollectiveKind::allreduce: return "allreduce";
+        case CollectiveKind::reduce_scatter: return "reduce_scatter";
+        case CollectiveKind::allgather: return "allgather";
+        case CollectiveKind::broadcast: return "broadcast";
+        case CollectiveKind::reduce: return "reduce";
     }
     return "?";
 }

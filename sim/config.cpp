@@ -9,12 +9,9 @@ namespace dtsim::sim {
 
 std::string_view to_string(Precision p) {
     switch (p) {
-        case Precision::fp32:
-            return "fp32";
-        case Precision::fp16_mixed:
-            return "fp16-mixed";
-        case Precision::bf16_mixed:
-            return "bf16-mixed";
+        case Precision::fp32: return "fp32";
+        case Precision::fp16_mixed: return "fp16-mixed";
+        case Precision::bf16_mixed: return "bf16-mixed";
     }
     return "?";
 }
@@ -27,12 +24,9 @@ Precision precision_from_string(std::string_view s) {
 
 DType compute_dtype(Precision p) {
     switch (p) {
-        case Precision::fp32:
-            return DType::fp32;
-        case Precision::fp16_mixed:
-            return DType::fp16;
-        case Precision::bf16_mixed:
-            return DType::bf16;
+        case Precision::fp32: return DType::fp32;
+        case Precision::fp16_mixed: return DType::fp16;
+        case Precision::bf16_mixed: return DType::bf16;
     }
     return DType::fp32;
 }

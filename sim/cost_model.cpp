@@ -15,14 +15,11 @@ using calib::LinkScope;
 double busbw_factor(CollectiveKind kind, int n) {
     const double nn = n;
     switch (kind) {
-        case CollectiveKind::allreduce:
-            return 2.0 * (nn - 1) / nn;
+        case CollectiveKind::allreduce: return 2.0 * (nn - 1) / nn;
         case CollectiveKind::reduce_scatter:
-        case CollectiveKind::allgather:
-            return (nn - 1) / nn;
+        case CollectiveKind::allgather: return (nn - 1) / nn;
         case CollectiveKind::broadcast:
-        case CollectiveKind::reduce:
-            return 1.0;
+        case CollectiveKind::reduce: return 1.0;
     }
     return 1.0;
 }
@@ -145,10 +142,47 @@ double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const C
         case CollectiveKind::allgather:
             return inter(CollectiveKind::allgather, shard) + intra(CollectiveKind::allgather, bytes);
         case CollectiveKind::broadcast:
-        case CollectiveKind::reduce:
-            return inter(kind, bytes) + intra(kind, bytes);
+        case CollectiveKind::reduce: return inter(kind, bytes) + intra(kind, bytes);
     }
     return 0;
+}
+
+namespace {
+
+double require_rate(double rate, const std::string& calibration, const char* field, const char* what) {
+    if (rate <= 0)
+        throw CalibrationError(fmt::format("calibration '{}' has no {} (host.{}); the plan needs it for {}",
+                                           calibration, field, field, what));
+    return rate;
+}
+
+}  // namespace
+
+double CostModel::copy_ns(Transfer direction, std::int64_t bytes, bool pinned) const {
+    if (bytes <= 0) return 0;
+    const auto& h = cal_->host;
+    const bool h2d = direction == Transfer::h2d;
+    const double gbps =
+        h2d ? (pinned ? h.h2d_pinned_gbps : h.h2d_pageable_gbps) : (pinned ? h.d2h_pinned_gbps : h.d2h_pageable_gbps);
+    const char* field =
+        h2d ? (pinned ? "h2d_pinned_gbps" : "h2d_pageable_gbps") : (pinned ? "d2h_pinned_gbps" : "d2h_pageable_gbps");
+    return static_cast<double>(bytes) / require_rate(gbps, cal_->name, field, "host<->device copies") +
+           cal_->device.kernel_overhead_us * 1e3;
+}
+
+double CostModel::host_optimizer_ns(std::int64_t parameters) const {
+    if (parameters <= 0) return 0;
+    const double rate =
+        require_rate(cal_->host.cpu_adam_params_per_s, cal_->name, "cpu_adam_params_per_s", "the CPU optimizer");
+    return static_cast<double>(parameters) / rate * 1e9;
+}
+
+double CostModel::nvme_ns(Transfer direction, std::int64_t bytes) const {
+    if (bytes <= 0) return 0;
+    const bool read = direction == Transfer::nvme_read;
+    const double gbps = read ? cal_->host.nvme_read_gbps : cal_->host.nvme_write_gbps;
+    return static_cast<double>(bytes) /
+           require_rate(gbps, cal_->name, read ? "nvme_read_gbps" : "nvme_write_gbps", "NVMe offload");
 }
 
 std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workload& workload) const {
@@ -178,10 +212,9 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
             case TaskKind::collective:
                 ns = collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]);
                 break;
-            case TaskKind::copy:
-            case TaskKind::host_compute:
-            case TaskKind::io:
-                DTSIM_ASSERT(false, "task kind not priced yet");
+            case TaskKind::copy: ns = copy_ns(t.transfer, t.bytes, t.pinned); break;
+            case TaskKind::host_compute: ns = host_optimizer_ns(t.elements); break;
+            case TaskKind::io: ns = nvme_ns(t.transfer, t.bytes); break;
         }
         out[i] = static_cast<std::int64_t>(std::llround(ns));
     }

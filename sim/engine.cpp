@@ -149,12 +149,14 @@ private:
     }
 
     void record_memory() {
-        std::int64_t total = 0;
-        for (auto b : current_) total += b;
+        std::int64_t total = 0, host = 0;
+        for (int c = 0; c < kMemCategories; ++c)
+            (is_host(static_cast<MemCategory>(c)) ? host : total) += current_[static_cast<std::size_t>(c)];
         if (!schedule_.memory.empty() && schedule_.memory.back().time_ns == now_)
-            schedule_.memory.back().total_bytes = total;
+            schedule_.memory.back() = {now_, total, host};
         else
-            schedule_.memory.push_back({now_, total});
+            schedule_.memory.push_back({now_, total, host});
+        schedule_.peak_host_bytes = std::max(schedule_.peak_host_bytes, host);
         if (total > schedule_.peak_memory_bytes) {
             schedule_.peak_memory_bytes = total;
             schedule_.peak_breakdown = current_;

@@ -54,12 +54,22 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
         if (m.mfu_peak_tflops > 0)
             m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * m.mfu_peak_tflops * 1e12);
     }
-    std::vector<Interval> compute, comm;
+    std::vector<Interval> compute, comm, copy, host, io;
     std::map<std::tuple<int, std::int64_t, int>, int> calls;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
         const Interval iv{schedule.timings[i].start_ns, schedule.timings[i].end_ns};
         if (t.kind == TaskKind::compute) compute.push_back(iv);
+        if (t.kind == TaskKind::copy) copy.push_back(iv);
+        if (t.kind == TaskKind::host_compute) host.push_back(iv);
+        if (t.kind == TaskKind::io) io.push_back(iv);
+        switch (t.transfer) {
+            case Transfer::h2d: m.h2d_bytes += t.bytes; break;
+            case Transfer::d2h: m.d2h_bytes += t.bytes; break;
+            case Transfer::nvme_read: m.nvme_read_bytes += t.bytes; break;
+            case Transfer::nvme_write: m.nvme_write_bytes += t.bytes; break;
+            case Transfer::none: break;
+        }
         if (t.kind == TaskKind::collective) {
             comm.push_back(iv);
             const int group = plan.groups[static_cast<std::size_t>(t.group)].size;
@@ -74,6 +84,10 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
     m.comm_s = static_cast<double>(length(comm)) * 1e-9;
     m.exposed_comm_s = static_cast<double>(length(comm) - overlap) * 1e-9;
     m.overlap_fraction = length(comm) > 0 ? static_cast<double>(overlap) / static_cast<double>(length(comm)) : 0.0;
+    m.copy_s = static_cast<double>(length(merge(std::move(copy)))) * 1e-9;
+    m.host_compute_s = static_cast<double>(length(merge(std::move(host)))) * 1e-9;
+    m.io_s = static_cast<double>(length(merge(std::move(io)))) * 1e-9;
+    m.host_memory_bytes = schedule.peak_host_bytes;
     m.peak_memory_bytes = schedule.peak_memory_bytes;
     m.peak_breakdown = schedule.peak_breakdown;
     m.device_memory_bytes = calibration.device.memory_bytes;

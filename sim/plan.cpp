@@ -6,50 +6,51 @@ namespace dtsim::sim {
 
 std::string_view to_string(TaskKind k) {
     switch (k) {
-        case TaskKind::compute:
-            return "compute";
-        case TaskKind::collective:
-            return "collective";
-        case TaskKind::copy:
-            return "copy";
-        case TaskKind::host_compute:
-            return "host";
-        case TaskKind::io:
-            return "io";
+        case TaskKind::compute: return "compute";
+        case TaskKind::collective: return "collective";
+        case TaskKind::copy: return "copy";
+        case TaskKind::host_compute: return "host";
+        case TaskKind::io: return "io";
     }
     return "?";
 }
 
 std::string_view to_string(Phase p) {
     switch (p) {
-        case Phase::forward:
-            return "forward";
-        case Phase::backward:
-            return "backward";
-        case Phase::optimizer:
-            return "optimizer";
-        case Phase::gradient_copy:
-            return "gradient_copy";
-        case Phase::communication:
-            return "communication";
+        case Phase::forward: return "forward";
+        case Phase::backward: return "backward";
+        case Phase::recompute: return "recompute";
+        case Phase::optimizer: return "optimizer";
+        case Phase::gradient_copy: return "gradient_copy";
+        case Phase::compression: return "compression";
+        case Phase::communication: return "communication";
+        case Phase::transfer: return "transfer";
     }
     return "?";
 }
 
 std::string_view to_string(MemCategory c) {
     switch (c) {
-        case MemCategory::parameters:
-            return "parameters";
-        case MemCategory::gradients:
-            return "gradients";
-        case MemCategory::optimizer_states:
-            return "optimizer_states";
-        case MemCategory::activations:
-            return "activations";
-        case MemCategory::buckets:
-            return "buckets";
-        case MemCategory::other:
-            return "other";
+        case MemCategory::parameters: return "parameters";
+        case MemCategory::gradients: return "gradients";
+        case MemCategory::optimizer_states: return "optimizer_states";
+        case MemCategory::activations: return "activations";
+        case MemCategory::buckets: return "buckets";
+        case MemCategory::gathered: return "gathered";
+        case MemCategory::error_feedback: return "error_feedback";
+        case MemCategory::other: return "other";
+        case MemCategory::host: return "host";
+    }
+    return "?";
+}
+
+std::string_view to_string(Transfer t) {
+    switch (t) {
+        case Transfer::none: return "none";
+        case Transfer::h2d: return "h2d";
+        case Transfer::d2h: return "d2h";
+        case Transfer::nvme_read: return "nvme_read";
+        case Transfer::nvme_write: return "nvme_write";
     }
     return "?";
 }

@@ -22,13 +22,23 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["global_batch"] = m.global_batch;
     j["precision"] = to_string(config.precision);
     j["optimizer"] = to_string(config.optimizer);
+    j["activation_checkpointing"] = config.activation_checkpointing;
     const auto& strategy = strategies().find(config.strategy);
     Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);
     j["knobs"] = Json::object();
     for (const auto& [k, v] : knobs.values()) j["knobs"][k] = v;
 
     j["step_time_s"] = m.step_time_s;
-    if (extras.first_iteration_step_time_s) j["first_iteration_step_time_s"] = *extras.first_iteration_step_time_s;
+    if (extras.phases.size() > 1) {
+        j["step_time_avg_s"] = extras.average_step_time_s;
+        j["phases"] = Json::array();
+        for (const auto& p : extras.phases)
+            j["phases"].push_back({{"label", p.label},
+                                   {"iteration", p.iteration},
+                                   {"weight", p.weight},
+                                   {"step_time_s", p.step_time_s},
+                                   {"exposed_comm_s", p.exposed_comm_s}});
+    }
     j["samples_per_s"] = m.samples_per_s;
     j["tokens_per_s"] = m.tokens_per_s;
     j["mfu"] = m.mfu;
@@ -43,8 +53,17 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["fits"] = m.fits;
     j["memory"] = Json::object();
     for (int c = 0; c < kMemCategories; ++c)
-        j["memory"][std::string(to_string(static_cast<MemCategory>(c)))] =
-            m.peak_breakdown[static_cast<std::size_t>(c)];
+        if (!is_host(static_cast<MemCategory>(c)))
+            j["memory"][std::string(to_string(static_cast<MemCategory>(c)))] =
+                m.peak_breakdown[static_cast<std::size_t>(c)];
+    j["host_memory_bytes"] = m.host_memory_bytes;
+    j["copy_s"] = m.copy_s;
+    j["host_compute_s"] = m.host_compute_s;
+    j["io_s"] = m.io_s;
+    j["transfers"] = {{"h2d_bytes", m.h2d_bytes},
+                      {"d2h_bytes", m.d2h_bytes},
+                      {"nvme_read_bytes", m.nvme_read_bytes},
+                      {"nvme_write_bytes", m.nvme_write_bytes}};
     j["comm_bytes_per_step"] = m.comm_bytes_per_step;
     j["collectives"] = Json::array();
     for (const auto& c : m.collectives)

@@ -21,6 +21,25 @@ SimResult simulate(const Config& config, const calib::Calibration& calibration) 
     return simulate(std::make_shared<const models::Workload>(build_workload(config)), config, calibration);
 }
 
+PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, const Config& config,
+                             const calib::Calibration& calibration) {
+    PhasedResult out;
+    double weighted = 0, weights = 0;
+    const auto phases = step_phases(config);
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+        Config c = config;
+        c.iteration = phases[i].iteration;
+        SimResult r = simulate(workload, c, calibration);
+        out.phases.push_back(
+            {phases[i].label, phases[i].iteration, phases[i].weight, r.metrics.step_time_s, r.metrics.exposed_comm_s});
+        weighted += phases[i].weight * r.metrics.step_time_s;
+        weights += phases[i].weight;
+        if (i == 0) out.headline = std::move(r);
+    }
+    out.average_step_time_s = weights > 0 ? weighted / weights : out.headline.metrics.step_time_s;
+    return out;
+}
+
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration) {
     SimResult r;

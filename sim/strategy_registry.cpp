@@ -6,9 +6,20 @@ const Registry<Strategy>& strategies() {
     static const Registry<Strategy> registry = [] {
         Registry<Strategy> r("strategy");
         register_ddp(r);
+        register_fsdp(r);
+        register_zero(r);
         return r;
     }();
     return registry;
+}
+
+std::vector<StepPhase> step_phases(const Config& config) {
+    const auto& entry = strategies().find(config.strategy);
+    Knobs knobs(entry.name, entry.value.knobs, config.knobs);
+    std::vector<StepPhase> phases;
+    if (entry.value.phases) phases = entry.value.phases(config, knobs);
+    if (phases.empty()) phases.push_back({"steady state", Config::kSteadyIteration, 1.0});
+    return phases;
 }
 
 Plan lower(const models::Workload& workload, const Config& config) {

@@ -16,8 +16,7 @@ std::string task_name(const Plan& plan, const models::Workload& workload, const 
         case TaskKind::collective:
             if (task.bucket >= 0) return fmt::format("{} bucket {}", to_string(task.collective), task.bucket);
             return fmt::format("{} {} B", to_string(task.collective), task.bytes);
-        default:
-            break;
+        default: break;
     }
     (void)plan;
     return std::string(to_string(task.kind));

@@ -13,18 +13,10 @@ void append_escaped(std::string& out, const std::string& s) {
     out += '"';
     for (char c : s) {
         switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
             default:
                 if (static_cast<unsigned char>(c) < 0x20)
                     fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<int>(c));

@@ -3,7 +3,9 @@
 // are ready (launched in bucket order, overlapping the rest of backward), the
 // optimizer step after the last allreduce.
 #include "dtsim/common/error.hpp"
+#include "dtsim/sim/comm_hook.hpp"
 #include "dtsim/sim/ddp_buckets.hpp"
+#include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
@@ -70,7 +72,8 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
         return b;
     }
     const char* warmup = static_graph ? "Iterations 1 and 2 (static_graph)" : "Iteration 1";
-    if (config.first_iteration) {
+    const std::int64_t unbuilt_iterations = static_graph ? 2 : 1;
+    if (config.iteration <= unbuilt_iterations) {
         for (std::size_t i = 0; i < params.size(); ++i) tensors.push_back(tensor(static_cast<int>(i)));
         const std::int64_t limits[] = {std::numeric_limits<std::int64_t>::max()};
         notes.push_back(
@@ -88,10 +91,22 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
     return assign_buckets_by_size(tensors, limits, false);
 }
 
+// Which hook a knob belongs to, or nullptr for DDP's own knobs.
+const std::string* hook_owning(const std::string& knob) {
+    for (const auto& h : comm_hooks().entries())
+        for (const auto& k : h.value.knobs)
+            if (k.name == knob) return &h.name;
+    return nullptr;
+}
+
 Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
     const bool as_view = knobs.boolean("gradient_as_bucket_view");
     const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
-    const bool mixed = config.precision != Precision::fp32;
+    const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
+    for (const auto& [name, value] : knobs.values())
+        if (const std::string* owner = hook_owning(name); owner && *owner != hook.name && knobs.is_set(name))
+            throw ConfigError(fmt::format("--set {}={}: this knob belongs to comm_hook={}, but comm_hook is {}", name,
+                                          value, *owner, hook.name));
     const int micro_steps = config.grad_accum;
 
     Plan plan;
@@ -100,15 +115,16 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     plan.tasks.reserve(expected_tasks);
     plan.deps.reserve(expected_tasks * 2);
     plan.memory.reserve(expected_tasks * 3);
-    const int compute = plan.add_stream("compute", TaskKind::compute);
-    const int nccl = plan.add_stream("nccl", TaskKind::collective);
-    const int world = plan.add_group({config.topology.world_size(), config.topology.nodes});
+    StepBuilder step(plan, w, config);
+    const int nccl = step.stream("nccl", TaskKind::collective);
+    const int world = step.world_group();
     const bool distributed = config.topology.world_size() > 1;
 
     const auto params = params_by_index(w);
     const auto buckets = ddp_buckets(w, params, config, knobs, plan.notes);
     // A bucket is ready when the earliest layer holding one of its parameters finishes backward.
     std::vector<int> ready_layer(buckets.size(), std::numeric_limits<int>::max());
+    std::vector<HookBucket> hook_buckets;
     for (std::size_t b = 0; b < buckets.size(); ++b) {
         std::int64_t bytes = 0;
         for (int p : buckets[b]) {
@@ -116,7 +132,12 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
             bytes += params[static_cast<std::size_t>(p)].numel * kGradBytes;
         }
         plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
+        hook_buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
     }
+    std::vector<const models::Parameter*> shapes(params.size(), nullptr);
+    for (const auto& layer : w.layers)
+        for (const auto& p : layer.params) shapes[static_cast<std::size_t>(p.index)] = &p;
+    HookContext hook_ctx{step, knobs, nccl, world, micro_steps - 1, shapes, config.iteration};
 
     const std::int64_t psi = w.param_count();
     plan.resident[static_cast<int>(MemCategory::parameters)] = psi * 4;
@@ -127,93 +148,68 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         plan.resident[static_cast<int>(MemCategory::gradients)] = psi * kGradBytes;
     else
         plan.resident[static_cast<int>(MemCategory::buckets)] = psi * kGradBytes;
+    if (distributed && hook.value.resident_bytes)
+        plan.resident[static_cast<int>(MemCategory::error_feedback)] =
+            hook.value.resident_bytes(hook_ctx, hook_buckets);
 
-    std::vector<std::int32_t> allreduces;
+    std::vector<std::int32_t> reduced;
     std::vector<std::int32_t> backward_task(w.layers.size(), -1);
     for (int m = 0; m < micro_steps; ++m) {
         const bool sync = m == micro_steps - 1;  // no_sync on all but the last micro-step (§1.9)
         std::int32_t broadcast = -1;
         // Buffers are broadcast when the previous forward synced: the first micro-step only (§1.8).
-        if (m == 0 && distributed && knobs.boolean("broadcast_buffers") && w.buffer_bytes() > 0) {
-            Task t{.kind = TaskKind::collective, .phase = Phase::communication, .stream = nccl, .micro_step = m};
-            t.collective = CollectiveKind::broadcast;
-            t.group = world;
-            t.bytes = w.buffer_bytes();
-            broadcast = plan.add_task(t, {});
-        }
-        for (std::size_t l = 0; l < w.layers.size(); ++l) {
-            Task t{.kind = TaskKind::compute,
-                   .phase = Phase::forward,
-                   .stream = compute,
-                   .micro_step = m,
-                   .layer = static_cast<std::int32_t>(l)};
-            plan.add_task(t, {l == 0 ? broadcast : -1});
-            plan.alloc(MemCategory::activations, w.layers[l].saved_activation_bytes);
-            // Autocast's low-precision weight copies are saved for backward (§6).
-            if (mixed) plan.alloc(MemCategory::other, w.layers[l].param_count() * dtype_bytes(w.activation_dtype));
+        if (m == 0 && distributed && knobs.boolean("broadcast_buffers") && w.buffer_bytes() > 0)
+            broadcast = step.collective(CollectiveKind::broadcast, w.buffer_bytes(), world, nccl, {}, m);
+        for (int l = 0; l < step.layers(); ++l) {
+            const std::int32_t deps[] = {l == 0 ? broadcast : -1};
+            step.forward(m, l, deps);
         }
         std::size_t next_bucket = 0;
-        for (std::size_t li = w.layers.size(); li-- > 0;) {
-            const auto& layer = w.layers[li];
-            const std::int64_t grad_bytes = layer.param_count() * kGradBytes;
-            Task t{.kind = TaskKind::compute,
-                   .phase = Phase::backward,
-                   .stream = compute,
-                   .micro_step = m,
-                   .layer = static_cast<std::int32_t>(li)};
+        for (int li = step.layers() - 1; li >= 0; --li) {
+            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(li)].param_count() * kGradBytes;
             // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
-            if (sync && distributed) t.bytes = 2 * grad_bytes;
-            backward_task[li] = plan.add_task(t, {});
+            backward_task[static_cast<std::size_t>(li)] =
+                step.backward(m, li, {}, sync && distributed ? 2 * grad_bytes : 0);
             if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
-            plan.release(MemCategory::activations, layer.saved_activation_bytes);
-            if (mixed) plan.release(MemCategory::other, layer.param_count() * dtype_bytes(w.activation_dtype));
             if (!sync || !distributed) continue;
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
-            while (next_bucket < buckets.size() && ready_layer[next_bucket] >= static_cast<int>(li)) {
-                Task a{.kind = TaskKind::collective,
-                       .phase = Phase::communication,
-                       .stream = nccl,
-                       .micro_step = m,
-                       .bucket = static_cast<std::int32_t>(next_bucket)};
-                a.collective = CollectiveKind::allreduce;
-                a.group = world;
-                a.bytes = plan.buckets[next_bucket].bytes;
-                allreduces.push_back(
-                    plan.add_task(a, {backward_task[static_cast<std::size_t>(ready_layer[next_bucket])]}));
+            while (next_bucket < buckets.size() && ready_layer[next_bucket] >= li) {
+                const auto ready = backward_task[static_cast<std::size_t>(ready_layer[next_bucket])];
+                reduced.push_back(hook.value.reduce(hook_ctx, hook_buckets[next_bucket], ready));
                 ++next_bucket;
             }
         }
-        DTSIM_ASSERT(!sync || !distributed || next_bucket == buckets.size(), "every bucket is allreduced");
+        DTSIM_ASSERT(!sync || !distributed || next_bucket == buckets.size(), "every bucket is reduced");
     }
-    if (find_unused && distributed) {
+    const int last = micro_steps - 1;
+    if (find_unused && distributed)
         // The used-parameter map: one int32 per parameter tensor (§1.7).
-        Task t{
-            .kind = TaskKind::collective, .phase = Phase::communication, .stream = nccl, .micro_step = micro_steps - 1};
-        t.collective = CollectiveKind::allreduce;
-        t.group = world;
-        t.bytes = static_cast<std::int64_t>(params.size()) * 4;
-        allreduces.push_back(plan.add_task(t, {}));
-    }
+        reduced.push_back(step.collective(CollectiveKind::allreduce, static_cast<std::int64_t>(params.size()) * 4,
+                                          world, nccl, {}, last));
     // finalize_backward waits for every bucket, then copies buckets back into .grad
     // unless the gradients already are bucket views (§1.3, §1.5).
-    std::vector<std::int32_t> step_deps = allreduces;
-    if (!as_view && distributed) {
-        Task t{
-            .kind = TaskKind::compute, .phase = Phase::gradient_copy, .stream = compute, .micro_step = micro_steps - 1};
-        t.bytes = 2 * psi * kGradBytes;
-        step_deps = {plan.add_task(t, allreduces)};
-    }
-    Task step{.kind = TaskKind::compute, .phase = Phase::optimizer, .stream = compute, .micro_step = micro_steps - 1};
-    // Adam reads and writes parameters, m and v and reads the gradient: 28 B per
-    // parameter (§8); plain SGD 12 B.
-    step.bytes = psi * (config.optimizer == OptimizerKind::adam ? 28 : 12);
-    step.flops = static_cast<double>(psi) * (config.optimizer == OptimizerKind::adam ? 12 : 2);
-    // fp16 needs GradScaler: unscale_ and the inf/nan check read and write every gradient.
-    if (config.precision == Precision::fp16_mixed) step.bytes += psi * kGradBytes * 2;
-    plan.add_task(step, step_deps);
+    std::vector<std::int32_t> step_deps = reduced;
+    if (!as_view && distributed) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * kGradBytes, 0, reduced, last)};
+    std::int32_t done = step.optimizer_step(psi, step_deps, last);
     // zero_grad(set_to_none=True) frees the gradients after the step.
     if (!as_view) plan.release(MemCategory::gradients, psi * kGradBytes);
+    if (distributed && hook.value.after_step) done = hook.value.after_step(hook_ctx, done);
     return plan;
+}
+
+std::vector<StepPhase> ddp_phases(const Config& config, const Knobs& knobs) {
+    std::vector<StepPhase> phases;
+    if (config.topology.world_size() == 1) return phases;
+    const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
+    if (hook.value.phases) phases = hook.value.phases(config, knobs);
+    if (phases.empty()) phases.push_back({"steady state", Config::kSteadyIteration, 1.0});
+    // Before the bucket rebuild (§1.2, §1.6); never rebuilt with find_unused_parameters.
+    const bool static_graph = knobs.boolean("static_graph");
+    if (!knobs.boolean("find_unused_parameters") || static_graph)
+        phases.push_back(
+            {static_graph ? "iterations 1-2, before the bucket rebuild (static_graph)" : "iteration 1, before the bucket rebuild", 1,
+             0.0});
+    return phases;
 }
 
 }  // namespace
@@ -221,6 +217,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
 void register_ddp(Registry<Strategy>& r) {
     Strategy s;
     s.lower = lower_ddp;
+    s.phases = ddp_phases;
     s.knobs = {
         {"bucket_cap_mb", KnobType::number, "25", "Reducer bucket size cap in MiB (torch default 25)", {}, 0, true},
         {"first_bucket_mb",
@@ -250,7 +247,15 @@ void register_ddp(Registry<Strategy>& r) {
          {},
          0},
         {"broadcast_buffers", KnobType::boolean, "true", "broadcast module buffers from rank 0 before forward", {}, 0},
+        {"comm_hook", KnobType::choice, "allreduce", "communication hook (register_comm_hook)", comm_hooks().names(),
+         0},
     };
+    // Each hook's own knobs, accepted only together with that hook.
+    for (const auto& h : comm_hooks().entries())
+        for (auto k : h.value.knobs) {
+            k.description = fmt::format("[{}] {}", h.name, k.description);
+            s.knobs.push_back(std::move(k));
+        }
     r.add("ddp", "PyTorch DistributedDataParallel: bucketed gradient allreduce overlapped with backward", s);
 }
 

@@ -103,7 +103,7 @@ TEST_CASE("DDP first iteration and find_unused_parameters bucket layouts") {
     Config c = mlp_config();
     auto w = models::build_workload({c.model, c.micro_batch, 0, DType::fp32});
     SECTION("iteration 1: one bucket with every parameter") {
-        c.first_iteration = true;
+        c.iteration = 1;
         Plan plan = lower(w, c);
         REQUIRE(plan.buckets.size() == 1);
         CHECK(plan.buckets[0].params.size() == 8);

@@ -151,7 +151,7 @@ TEST_CASE("overlap: steady-state DDP hides communication that iteration 1 expose
     c.precision = Precision::bf16_mixed;
     const auto cal = calib::load_hardware("a100-sxm");
     SimResult steady = simulate(c, cal);
-    c.first_iteration = true;
+    c.iteration = 1;
     SimResult first = simulate(c, cal);
     CHECK(steady.metrics.overlap_fraction > 0.3);
     CHECK(first.metrics.overlap_fraction < 0.05);

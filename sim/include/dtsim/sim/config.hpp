@@ -38,8 +38,14 @@ struct Config {
     Precision precision = Precision::fp32;
     OptimizerKind optimizer = OptimizerKind::adam;
     models::AttentionImpl attention = models::AttentionImpl::flash;
-    // Simulate the first iteration (before DDP rebuilds its buckets) instead of the steady state.
-    bool first_iteration = false;
+    // Recompute each transformer block's forward in backward (torch.utils.checkpoint per block).
+    bool activation_checkpointing = false;
+    // Which training iteration to simulate (1-based). Most strategies behave the
+    // same from some iteration on; the default stands for that steady state.
+    // DDP rebuilds buckets after iteration 1 (2 with static_graph), PowerSGD
+    // compresses from start_powerSGD_iter, post-local SGD averages every period.
+    std::int64_t iteration = kSteadyIteration;
+    static constexpr std::int64_t kSteadyIteration = 1'000'000'001;
     // Strategy knobs as given with --set key=value, by their torch/DeepSpeed names.
     std::vector<std::pair<std::string, std::string>> knobs;
 

@@ -20,14 +20,16 @@ struct TaskTiming {
 
 struct MemorySample {
     std::int64_t time_ns = 0;
-    std::int64_t total_bytes = 0;
+    std::int64_t total_bytes = 0;  // device memory
+    std::int64_t host_bytes = 0;   // pinned host memory (offload)
 };
 
 struct Schedule {
     std::vector<TaskTiming> timings;  // per task
     std::int64_t makespan_ns = 0;
-    std::int64_t peak_memory_bytes = 0;
-    MemoryBreakdown peak_breakdown{};  // by category at the moment of the peak
+    std::int64_t peak_memory_bytes = 0;  // device
+    MemoryBreakdown peak_breakdown{};    // by category at the moment of the device peak
+    std::int64_t peak_host_bytes = 0;
     std::vector<MemorySample> memory;  // total device memory after each change
 };
 

@@ -30,11 +30,16 @@ struct Metrics {
     double comm_s = 0;            // time any collective runs
     double exposed_comm_s = 0;    // communication with the compute stream idle
     double overlap_fraction = 0;  // share of communication time hidden under compute (0 without communication)
+    double copy_s = 0;            // time any host<->device copy runs
+    double host_compute_s = 0;    // time the host CPU computes (offloaded optimizer)
+    double io_s = 0;              // time NVMe reads or writes run
+    std::int64_t h2d_bytes = 0, d2h_bytes = 0, nvme_read_bytes = 0, nvme_write_bytes = 0;
+    std::int64_t host_memory_bytes = 0;  // peak pinned host memory per rank
     std::int64_t peak_memory_bytes = 0;
     MemoryBreakdown peak_breakdown{};
     std::int64_t device_memory_bytes = 0;
     std::int64_t usable_memory_bytes = 0;  // device memory less the calibration's reserve
-    bool fits = true;                       // peak <= usable memory
+    bool fits = true;                      // peak <= usable memory
     std::int64_t comm_bytes_per_step = 0;  // collective payload bytes issued per step
     std::vector<CollectiveSummary> collectives;
 };

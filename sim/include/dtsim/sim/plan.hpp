@@ -19,15 +19,44 @@ using calib::CollectiveKind;
 enum class TaskKind : std::uint8_t { compute, collective, copy, host_compute, io };
 std::string_view to_string(TaskKind k);
 
-// What a compute task runs: a layer's forward or backward ops, or an explicit
-// elementwise pass (optimizer step, gradient copies) described by bytes/flops.
-enum class Phase : std::uint8_t { forward, backward, optimizer, gradient_copy, communication };
+// What a task is for. Compute tasks run a layer's forward ops (forward,
+// recompute) or backward ops, or an explicit elementwise pass described by
+// bytes/flops (optimizer step, gradient copies, compression math).
+enum class Phase : std::uint8_t {
+    forward,
+    backward,
+    recompute,  // activation checkpointing: a segment's forward again, inside backward
+    optimizer,
+    gradient_copy,
+    compression,  // communication-hook math: casts, PowerSGD matmuls
+    communication,
+    transfer,  // host<->device copies and NVMe I/O
+};
 std::string_view to_string(Phase p);
 
-enum class MemCategory : std::uint8_t { parameters, gradients, optimizer_states, activations, buckets, other };
-inline constexpr int kMemCategories = 6;
+// Memory by what it holds. `host` is pinned host memory (offload); every other
+// category is device memory.
+enum class MemCategory : std::uint8_t {
+    parameters,
+    gradients,
+    optimizer_states,
+    activations,
+    buckets,         // communication buckets (DDP, ZeRO ipg)
+    gathered,        // unsharded parameters and prefetch buffers (FSDP, ZeRO-3)
+    error_feedback,  // PowerSGD error-feedback and P/Q state
+    other,           // autocast weight copies, temporaries
+    host,
+};
+inline constexpr int kMemCategories = 9;
 std::string_view to_string(MemCategory c);
+constexpr bool is_host(MemCategory c) {
+    return c == MemCategory::host;
+}
 using MemoryBreakdown = std::array<std::int64_t, kMemCategories>;
+
+// What a copy or I/O task moves, and where.
+enum class Transfer : std::uint8_t { none, h2d, d2h, nvme_read, nvme_write };
+std::string_view to_string(Transfer t);
 
 struct StreamInfo {
     std::string name;  // "compute", "nccl:allreduce", ...
@@ -56,8 +85,11 @@ struct Task {
     std::int32_t bucket = -1;  // gradient bucket for collectives and copies
     CollectiveKind collective = CollectiveKind::allreduce;
     std::int32_t group = -1;                     // index into Plan::groups
-    std::int64_t bytes = 0;                      // collective payload, or bytes moved by an explicit pass
+    std::int64_t bytes = 0;                      // collective payload, bytes copied, or bytes an explicit pass moves
     double flops = 0;                            // explicit passes only
+    std::int64_t elements = 0;                   // host optimizer: parameters it updates
+    Transfer transfer = Transfer::none;          // copy and I/O tasks
+    bool pinned = true;                          // copies: page-locked host buffer
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
     std::uint32_t mem_begin = 0, mem_count = 0;  // into Plan::memory
 };

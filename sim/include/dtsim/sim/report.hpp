@@ -14,8 +14,8 @@ namespace dtsim::sim {
 std::string task_name(const Plan& plan, const models::Workload& workload, const Task& task);
 
 struct ReportExtras {
-    std::optional<double> first_iteration_step_time_s;  // DDP before the bucket rebuild
-    std::string warmup_iterations = "iteration 1";      // which iterations run before the rebuild
+    std::vector<PhaseResult> phases;  // from simulate_phases; the headline first
+    double average_step_time_s = 0;
 };
 
 // One JSON object with the configuration, the metrics, the memory breakdown,

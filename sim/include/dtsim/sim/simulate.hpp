@@ -30,4 +30,23 @@ SimResult simulate(const Config& config, const calib::Calibration& calibration);
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration);
 
+struct PhaseResult {
+    std::string label;
+    std::int64_t iteration = 0;
+    double weight = 0;  // share of steps in the long run; 0 for one-off warm-ups
+    double step_time_s = 0;
+    double exposed_comm_s = 0;
+};
+
+struct PhasedResult {
+    SimResult headline;               // the first phase (the steady state)
+    std::vector<PhaseResult> phases;  // every phase, the headline first
+    double average_step_time_s = 0;   // weighted by the phases' weights
+};
+
+// Simulates every phase the strategy reports (step_phases): the steady state,
+// warm-ups, periodic averaging steps.
+PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, const Config& config,
+                             const calib::Calibration& calibration);
+
 }  // namespace dtsim::sim

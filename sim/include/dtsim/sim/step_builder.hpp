@@ -1,0 +1,80 @@
+// The part of a training step every strategy shares, and the verbs strategies
+// add their own tasks with. A strategy file drives the loops (micro-steps,
+// layers) and puts its communication around forward() and backward(); the
+// builder owns what does not depend on the strategy: saved activations,
+// activation checkpointing (recompute in backward), autocast weight copies,
+// and the plumbing of streams, groups and dependencies.
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/sim/config.hpp"
+#include "dtsim/sim/plan.hpp"
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dtsim::sim {
+
+using Deps = std::span<const std::int32_t>;
+
+class StepBuilder {
+public:
+    StepBuilder(Plan& plan, const models::Workload& workload, const Config& config);
+
+    Plan& plan() { return plan_; }
+    const models::Workload& workload() const { return w_; }
+    const Config& config() const { return c_; }
+    int layers() const { return static_cast<int>(w_.layers.size()); }
+
+    // Streams by name, created on first use; "compute" exists from the start.
+    int stream(const std::string& name, TaskKind kind);
+    int compute_stream() const { return compute_; }
+    // All ranks; the ranks of one node; one rank per node (same local rank).
+    int world_group();
+    int node_group();
+    int cross_node_group();
+
+    // Layer `layer`'s forward in micro-step m. Allocates what it keeps for
+    // backward: its saved activations, or under activation checkpointing only
+    // its segment's input.
+    std::int32_t forward(int m, int layer, Deps deps = {});
+    // Layer `layer`'s backward. Under checkpointing the last layer of a segment
+    // is preceded by the segment's recompute, which waits for `deps` (so a
+    // strategy's gather before backward also covers the recompute). Frees what
+    // forward kept. `fused_bytes`: elementwise work fused into the backward
+    // (e.g. copying gradients into a bucket). Returns the backward task.
+    std::int32_t backward(int m, int layer, Deps deps = {}, std::int64_t fused_bytes = 0);
+
+    std::int32_t collective(CollectiveKind kind, std::int64_t bytes, int group, int stream, Deps deps, int m,
+                            int bucket = -1);
+    // An explicit elementwise pass on a compute stream (optimizer step, casts, copies).
+    std::int32_t pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream = -1);
+    std::int32_t copy(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m, bool pinned = true);
+    std::int32_t host_optimizer(std::int64_t parameters, int stream, Deps deps, int m);
+    std::int32_t nvme(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m);
+
+    // The optimizer step on the device over `parameters` (Adam: 28 B moved per
+    // parameter, SGD 12; fp16 adds GradScaler's unscale pass over the gradients).
+    std::int32_t optimizer_step(std::int64_t parameters, Deps deps, int m);
+
+    bool checkpointed(int layer) const;
+    bool mixed_precision() const { return c_.precision != Precision::fp32; }
+
+private:
+    std::int32_t add(Task t, Deps deps);
+    std::int64_t autocast_copy_bytes(int layer) const;
+
+    Plan& plan_;
+    const models::Workload& w_;
+    const Config& c_;
+    int compute_ = 0;
+    // Checkpoint segments: [first, last] layer of each layer's segment, -1 when not checkpointed.
+    std::vector<int> segment_first_, segment_last_;
+    std::vector<std::int64_t> segment_input_bytes_;  // by segment's first layer
+    std::int64_t autocast_cache_bytes_ = 0;          // checkpointed forwards' casts, freed when forward ends
+};
+
+}  // namespace dtsim::sim

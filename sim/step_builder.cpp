@@ -1,0 +1,173 @@
+#include "dtsim/sim/step_builder.hpp"
+
+#include "dtsim/common/error.hpp"
+
+namespace dtsim::sim {
+
+StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Config& config)
+    : plan_(plan), w_(workload), c_(config) {
+    compute_ = plan_.add_stream("compute", TaskKind::compute);
+    const int n = layers();
+    segment_first_.assign(static_cast<std::size_t>(n), -1);
+    segment_last_.assign(static_cast<std::size_t>(n), -1);
+    segment_input_bytes_.assign(static_cast<std::size_t>(n), 0);
+    if (!c_.activation_checkpointing) return;
+    // One checkpoint segment per transformer block / residual stage, as
+    // HuggingFace's gradient_checkpointing_enable() wraps each block.
+    for (int l = 0; l < n;) {
+        const int block = w_.layers[static_cast<std::size_t>(l)].block;
+        int end = l;
+        while (end + 1 < n && block >= 0 && w_.layers[static_cast<std::size_t>(end) + 1].block == block) ++end;
+        if (block >= 0) {
+            for (int i = l; i <= end; ++i) {
+                segment_first_[static_cast<std::size_t>(i)] = l;
+                segment_last_[static_cast<std::size_t>(i)] = end;
+            }
+            // The segment keeps its input: what the first layer saves of it, or
+            // (when that layer saves nothing of its own) the previous layer's output.
+            std::int64_t input = w_.layers[static_cast<std::size_t>(l)].saved_activation_bytes;
+            if (input == 0 && l > 0) input = w_.layers[static_cast<std::size_t>(l) - 1].saved_activation_bytes;
+            segment_input_bytes_[static_cast<std::size_t>(l)] = input;
+        }
+        l = end + 1;
+    }
+}
+
+int StepBuilder::stream(const std::string& name, TaskKind kind) {
+    for (std::size_t i = 0; i < plan_.streams.size(); ++i)
+        if (plan_.streams[i].name == name) return static_cast<int>(i);
+    return plan_.add_stream(name, kind);
+}
+
+int StepBuilder::world_group() {
+    return plan_.add_group({c_.topology.world_size(), c_.topology.nodes});
+}
+int StepBuilder::node_group() {
+    return plan_.add_group({c_.topology.gpus_per_node, 1});
+}
+int StepBuilder::cross_node_group() {
+    return plan_.add_group({c_.topology.nodes, c_.topology.nodes});
+}
+
+bool StepBuilder::checkpointed(int layer) const {
+    return segment_first_[static_cast<std::size_t>(layer)] >= 0;
+}
+
+std::int64_t StepBuilder::autocast_copy_bytes(int layer) const {
+    // Autocast casts each weight to the compute dtype once per forward and
+    // autograd keeps that copy for backward (strategy-semantics.md §6).
+    return mixed_precision()
+               ? w_.layers[static_cast<std::size_t>(layer)].param_count() * dtype_bytes(w_.activation_dtype)
+               : 0;
+}
+
+std::int32_t StepBuilder::add(Task t, Deps deps) {
+    return plan_.add_task(t, deps);
+}
+
+std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
+    Task t{.kind = TaskKind::compute, .phase = Phase::forward, .stream = compute_, .micro_step = m, .layer = layer};
+    const std::int32_t id = add(t, deps);
+    const auto& l = w_.layers[static_cast<std::size_t>(layer)];
+    if (!checkpointed(layer)) {
+        plan_.alloc(MemCategory::activations, l.saved_activation_bytes);
+        plan_.alloc(MemCategory::other, autocast_copy_bytes(layer));
+    } else {
+        if (segment_first_[static_cast<std::size_t>(layer)] == layer)
+            plan_.alloc(MemCategory::activations, segment_input_bytes_[static_cast<std::size_t>(layer)]);
+        // Under checkpointing nothing is saved, but the autocast cache holds
+        // the casts until the forward ends.
+        plan_.alloc(MemCategory::other, autocast_copy_bytes(layer));
+        autocast_cache_bytes_ += autocast_copy_bytes(layer);
+    }
+    if (layer == layers() - 1 && autocast_cache_bytes_ > 0) {
+        plan_.release(MemCategory::other, autocast_cache_bytes_);
+        autocast_cache_bytes_ = 0;
+    }
+    return id;
+}
+
+std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fused_bytes) {
+    const auto idx = static_cast<std::size_t>(layer);
+    const auto& l = w_.layers[idx];
+    std::vector<std::int32_t> backward_deps(deps.begin(), deps.end());
+    if (checkpointed(layer) && segment_last_[idx] == layer) {
+        // Recompute the segment's forward, saving its activations this time (§6).
+        std::int32_t previous = -1;
+        for (int r = segment_first_[idx]; r <= layer; ++r) {
+            Task t{
+                .kind = TaskKind::compute, .phase = Phase::recompute, .stream = compute_, .micro_step = m, .layer = r};
+            previous = r == segment_first_[idx] ? add(t, deps) : add(t, {});
+            plan_.alloc(MemCategory::activations, w_.layers[static_cast<std::size_t>(r)].saved_activation_bytes);
+            plan_.alloc(MemCategory::other, autocast_copy_bytes(r));
+        }
+        backward_deps = {previous};
+    }
+    Task t{.kind = TaskKind::compute, .phase = Phase::backward, .stream = compute_, .micro_step = m, .layer = layer};
+    t.bytes = fused_bytes;
+    const std::int32_t id = add(t, backward_deps);
+    plan_.release(MemCategory::activations, l.saved_activation_bytes);
+    plan_.release(MemCategory::other, autocast_copy_bytes(layer));
+    if (checkpointed(layer) && segment_first_[idx] == layer)
+        plan_.release(MemCategory::activations, segment_input_bytes_[idx]);
+    return id;
+}
+
+std::int32_t StepBuilder::collective(CollectiveKind kind, std::int64_t bytes, int group, int stream_index, Deps deps,
+                                     int m, int bucket) {
+    Task t{.kind = TaskKind::collective,
+           .phase = Phase::communication,
+           .stream = stream_index,
+           .micro_step = m,
+           .bucket = bucket};
+    t.collective = kind;
+    t.group = group;
+    t.bytes = bytes;
+    return add(t, deps);
+}
+
+std::int32_t StepBuilder::pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream_index) {
+    Task t{.kind = TaskKind::compute,
+           .phase = phase,
+           .stream = stream_index < 0 ? compute_ : stream_index,
+           .micro_step = m};
+    t.bytes = bytes;
+    t.flops = flops;
+    return add(t, deps);
+}
+
+std::int32_t StepBuilder::copy(Transfer direction, std::int64_t bytes, int stream_index, Deps deps, int m,
+                               bool pinned) {
+    DTSIM_ASSERT(direction == Transfer::h2d || direction == Transfer::d2h, "a copy goes h2d or d2h");
+    Task t{.kind = TaskKind::copy, .phase = Phase::transfer, .stream = stream_index, .micro_step = m};
+    t.bytes = bytes;
+    t.transfer = direction;
+    t.pinned = pinned;
+    return add(t, deps);
+}
+
+std::int32_t StepBuilder::host_optimizer(std::int64_t parameters, int stream_index, Deps deps, int m) {
+    Task t{.kind = TaskKind::host_compute, .phase = Phase::optimizer, .stream = stream_index, .micro_step = m};
+    t.elements = parameters;
+    return add(t, deps);
+}
+
+std::int32_t StepBuilder::nvme(Transfer direction, std::int64_t bytes, int stream_index, Deps deps, int m) {
+    DTSIM_ASSERT(direction == Transfer::nvme_read || direction == Transfer::nvme_write, "NVMe reads or writes");
+    Task t{.kind = TaskKind::io, .phase = Phase::transfer, .stream = stream_index, .micro_step = m};
+    t.bytes = bytes;
+    t.transfer = direction;
+    return add(t, deps);
+}
+
+std::int32_t StepBuilder::optimizer_step(std::int64_t parameters, Deps deps, int m) {
+    const bool adam = c_.optimizer == OptimizerKind::adam;
+    // Adam reads and writes parameters, m and v and reads the gradient: 28 B
+    // per parameter (strategy-semantics.md §8); plain SGD 12 B.
+    std::int64_t bytes = parameters * (adam ? 28 : 12);
+    // fp16 needs GradScaler: unscale_ and the inf/nan check read and write every gradient.
+    if (c_.precision == Precision::fp16_mixed) bytes += parameters * 8;
+    return pass(Phase::optimizer, bytes, static_cast<double>(parameters) * (adam ? 12 : 2), deps, m);
+}
+
+}  // namespace dtsim::sim
