@@ -4,6 +4,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/models/model_registry.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/deepspeed_config.hpp"
 #include "dtsim/sim/report.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -89,6 +90,8 @@ sim::Config make_config(const SimulateOptions& o) {
     c.optimizer = sim::optimizer_from_string(o.optimizer);
     c.attention = models::attention_from_string(o.attention);
     c.activation_checkpointing = o.activation_checkpointing;
+    // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
+    if (o.strategy.ends_with(".json")) apply_deepspeed_config(o.strategy, c);
     for (const auto& kv : o.set) {
         auto eq = kv.find('=');
         if (eq == std::string::npos || eq == 0)

@@ -1,0 +1,17 @@
+// DeepSpeed config files (formats.md §4): `--strategy ds_config.json` reads
+// the zero_optimization section into the ZeRO strategy's knobs, and the batch,
+// accumulation and precision fields into the Config, accepting "auto".
+#pragma once
+
+#include "dtsim/sim/config.hpp"
+
+#include <string>
+
+namespace dtsim::sim {
+
+// Sets config.strategy and config.knobs (and, where the file gives numbers
+// rather than "auto", micro_batch, grad_accum and precision). Errors name the
+// file and the JSON field (ParseError).
+void apply_deepspeed_config(const std::string& path, Config& config);
+
+}  // namespace dtsim::sim
