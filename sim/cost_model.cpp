@@ -81,6 +81,18 @@ double CostModel::elementwise_ns(std::int64_t bytes) const {
            cal_->device.kernel_overhead_us * 1e3;
 }
 
+double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const {
+    double ns = elementwise_ns(bytes);
+    if (flops > 0) {
+        // Matmul-like work in an explicit pass (PowerSGD): at the best fp32 GEMM rate.
+        const calib::GemmCurve* c = cal_->gemm_curve(DType::fp32);
+        if (c)
+            ns = std::max(
+                ns, flops / (c->peak_tflops * 1e12 * c->max_efficiency) * 1e9 + cal_->device.kernel_overhead_us * 1e3);
+    }
+    return ns + launches * cal_->device.kernel_overhead_us * 1e3;
+}
+
 double CostModel::op_ns(const models::Op& op) const {
     if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype);
     return elementwise_ns(op.bytes);
@@ -206,8 +218,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         double ns = 0;
         switch (t.kind) {
             case TaskKind::compute:
-                if (t.layer >= 0) ns = layer_ns(t);
-                ns += elementwise_ns(t.bytes);
+                ns = t.layer >= 0 ? layer_ns(t) + elementwise_ns(t.bytes) : pass_ns(t.bytes, t.flops, t.launches);
                 break;
             case TaskKind::collective:
                 ns = collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]);

@@ -126,13 +126,15 @@ std::int32_t StepBuilder::collective(CollectiveKind kind, std::int64_t bytes, in
     return add(t, deps);
 }
 
-std::int32_t StepBuilder::pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream_index) {
+std::int32_t StepBuilder::pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream_index,
+                               int launches) {
     Task t{.kind = TaskKind::compute,
            .phase = phase,
            .stream = stream_index < 0 ? compute_ : stream_index,
            .micro_step = m};
     t.bytes = bytes;
     t.flops = flops;
+    t.launches = launches;
     return add(t, deps);
 }
 

@@ -21,6 +21,9 @@ public:
     double gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const;
     double elementwise_ns(std::int64_t bytes) const;
     double op_ns(const models::Op& op) const;
+    // An explicit pass: streaming `bytes`, matmul-like `flops`, and `launches`
+    // extra kernels (launch-bound loops such as Gram-Schmidt).
+    double pass_ns(std::int64_t bytes, double flops, int launches) const;
 
     // One collective over `group`: ring inside a node; across nodes, the
     // hierarchical form (reduce-scatter in the node, the inter-node collective

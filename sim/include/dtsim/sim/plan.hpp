@@ -86,7 +86,8 @@ struct Task {
     CollectiveKind collective = CollectiveKind::allreduce;
     std::int32_t group = -1;                     // index into Plan::groups
     std::int64_t bytes = 0;                      // collective payload, bytes copied, or bytes an explicit pass moves
-    double flops = 0;                            // explicit passes only
+    double flops = 0;                            // explicit passes: priced at the fp32 GEMM peak
+    std::int32_t launches = 0;                   // explicit passes: kernels beyond the first (launch-bound work)
     std::int64_t elements = 0;                   // host optimizer: parameters it updates
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer

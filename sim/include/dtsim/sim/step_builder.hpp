@@ -51,7 +51,10 @@ public:
     std::int32_t collective(CollectiveKind kind, std::int64_t bytes, int group, int stream, Deps deps, int m,
                             int bucket = -1);
     // An explicit elementwise pass on a compute stream (optimizer step, casts, copies).
-    std::int32_t pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream = -1);
+    // `flops` are priced at the fp32 GEMM peak (matmul-like work), `launches`
+    // adds that many kernel launch gaps (launch-bound loops).
+    std::int32_t pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream = -1,
+                      int launches = 0);
     std::int32_t copy(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m, bool pinned = true);
     std::int32_t host_optimizer(std::int64_t parameters, int stream, Deps deps, int m);
     std::int32_t nvme(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m);
