@@ -57,8 +57,8 @@ std::int32_t allreduce_bucket(HookContext& ctx, const HookBucket& bucket, std::i
 
 // Registration, one line per hook unit.
 void register_allreduce_hook(Registry<CommHook>& r);
-void register_compress_hooks(Registry<CommHook>& r);      // fp16/bf16 compress hooks
-void register_powersgd_hooks(Registry<CommHook>& r);      // powerSGD, batched_powerSGD
+void register_compress_hooks(Registry<CommHook>& r);       // fp16/bf16 compress hooks
+void register_powersgd_hooks(Registry<CommHook>& r);       // powerSGD, batched_powerSGD
 void register_post_local_sgd_hook(Registry<CommHook>& r);  // post_localSGD
 
 }  // namespace dtsim::sim
