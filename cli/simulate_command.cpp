@@ -5,6 +5,7 @@
 #include "dtsim/models/model_registry.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/deepspeed_config.hpp"
+#include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/report.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -31,6 +32,7 @@ struct SimulateOptions {
     std::string optimizer = "adam";
     std::string attention = "flash";
     bool activation_checkpointing = false;
+    bool sync_batchnorm = false;
     std::vector<std::string> set;
     std::string trace;
     std::string format = "text";
@@ -48,7 +50,10 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required) {
         ->capture_default_str();
     cmd.add_option("--nodes", o.nodes, "number of nodes")->capture_default_str();
     cmd.add_option("--gpus-per-node", o.gpus_per_node, "GPUs (ranks) per node")->capture_default_str();
-    cmd.add_option("--strategy,-s", o.strategy, "strategy: " + names_list(sim::strategies().names()))
+    cmd.add_option("--strategy,-s", o.strategy,
+                   "strategy: " + names_list(sim::strategies().names()) +
+                       ", a Lightning name (ddp_spawn, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
+                       "DeepSpeed config file (ds.json)")
         ->capture_default_str();
     cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();
     cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
@@ -61,6 +66,8 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required) {
         ->capture_default_str();
     cmd.add_flag("--activation-checkpointing,--ckpt", o.activation_checkpointing,
                  "recompute each transformer block's forward in backward (torch.utils.checkpoint per block)");
+    cmd.add_flag("--sync-batchnorm", o.sync_batchnorm,
+                 "BatchNorm layers synchronise statistics across ranks (SyncBatchNorm; resnet50)");
     cmd.add_option("--set", o.set,
                    "strategy knob by its torch name, e.g. --set bucket_cap_mb=50 (repeatable; "
                    "`--set help=1` lists the strategy's knobs)");
@@ -71,14 +78,25 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required) {
 }
 
 std::string knob_help(const std::string& strategy) {
-    const auto& s = sim::strategies().find(strategy);
+    sim::Config c;
+    c.strategy = strategy;
+    sim::resolve_lightning_name(c);
+    const auto& s = sim::strategies().find(c.strategy);
     std::string out = fmt::format("Knobs of strategy '{}' ({}):\n", s.name, s.description);
     for (const auto& k : s.value.knobs)
         out += fmt::format("  {:<26} default {:<6} {}\n", k.name, k.default_value, k.description);
     return out;
 }
 
-sim::Config make_config(const SimulateOptions& o) {
+// The strategy name: a dtsim strategy, a Lightning name, or a DeepSpeed config file.
+void check_strategy_name(const std::string& name) {
+    if (name.ends_with(".json") || sim::strategies().find_or_null(name)) return;
+    std::vector<std::string> valid = sim::strategies().names();
+    for (const auto& l : sim::lightning_strategies()) valid.push_back(l.name);
+    throw ConfigError(unknown_name_message("strategy", name, valid) + " (or a DeepSpeed config: --strategy ds.json)");
+}
+
+sim::Config make_config(const SimulateOptions& o, std::string* launch = nullptr) {
     sim::Config c;
     c.model = o.model;
     c.strategy = o.strategy;
@@ -90,6 +108,7 @@ sim::Config make_config(const SimulateOptions& o) {
     c.optimizer = sim::optimizer_from_string(o.optimizer);
     c.attention = models::attention_from_string(o.attention);
     c.activation_checkpointing = o.activation_checkpointing;
+    c.sync_batchnorm = o.sync_batchnorm;
     // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
     if (o.strategy.ends_with(".json")) apply_deepspeed_config(o.strategy, c);
     for (const auto& kv : o.set) {
@@ -98,6 +117,8 @@ sim::Config make_config(const SimulateOptions& o) {
             throw ConfigError(fmt::format("--set {}: expected key=value, e.g. --set bucket_cap_mb=25", kv));
         c.knobs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
+    if (auto how = sim::resolve_lightning_name(c); how && launch) *launch = *how;
+    check_strategy_name(c.strategy);
     c.validate();
     return c;
 }
@@ -108,12 +129,13 @@ void run_simulate(const SimulateOptions& o) {
             fmt::print("{}", knob_help(o.strategy));
             return;
         }
-    const sim::Config config = make_config(o);
+    std::string launch;
+    const sim::Config config = make_config(o, &launch);
     const calib::Calibration cal = calib::load_hardware(o.hardware);
     auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
     sim::PhasedResult phased = sim::simulate_phases(workload, config, cal);
     const sim::SimResult& result = phased.headline;
-    const sim::ReportExtras extras{phased.phases, phased.average_step_time_s};
+    const sim::ReportExtras extras{phased.phases, phased.average_step_time_s, launch};
     if (!result.metrics.fits) {
         // JSON consumers (sweeps, scripts) still get the report, with "fits": false.
         if (o.format == "json") fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));

@@ -112,6 +112,7 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
         line(out, "");
         for (const auto& n : r.plan.notes) line(out, "  Note: {}", n);
     }
+    if (!extras.launch.empty()) line(out, "  Launch (once per run, not per step): {}", extras.launch);
     return out;
 }
 

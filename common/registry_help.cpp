@@ -28,7 +28,8 @@ std::string unknown_name_message(std::string_view what, std::string_view name, c
     std::size_t best = std::max<std::size_t>(3, name.size() / 3 + 1);
     for (const auto& v : valid) {
         const bool prefix = name.size() >= 3 && (v.starts_with(name) || name.starts_with(v));
-        std::size_t d = prefix ? 1 : edit_distance(name, v);
+        std::size_t d = edit_distance(name, v);
+        if (prefix) d = std::min<std::size_t>(d, 2);
         if (d < best) {
             best = d;
             suggestion = v;

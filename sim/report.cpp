@@ -23,6 +23,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["precision"] = to_string(config.precision);
     j["optimizer"] = to_string(config.optimizer);
     j["activation_checkpointing"] = config.activation_checkpointing;
+    j["sync_batchnorm"] = config.sync_batchnorm;
     const auto& strategy = strategies().find(config.strategy);
     Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);
     j["knobs"] = Json::object();
@@ -85,6 +86,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
         }
     }
     j["notes"] = r.plan.notes;
+    if (!extras.launch.empty()) j["launch"] = extras.launch;
     return j;
 }
 

@@ -65,9 +65,33 @@ std::int32_t StepBuilder::add(Task t, Deps deps) {
     return plan_.add_task(t, deps);
 }
 
+std::int32_t StepBuilder::add_compute(Task t, Deps deps) {
+    if (compute_barrier_ < 0) return add(t, deps);
+    std::vector<std::int32_t> all(deps.begin(), deps.end());
+    all.push_back(compute_barrier_);
+    compute_barrier_ = -1;
+    return add(t, all);
+}
+
+// BatchNorm layers are the ones with buffers (running statistics).
+bool StepBuilder::sync_batchnorm(int layer) const {
+    return c_.sync_batchnorm && c_.topology.world_size() > 1 &&
+           w_.layers[static_cast<std::size_t>(layer)].buffer_bytes > 0;
+}
+
 std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
     Task t{.kind = TaskKind::compute, .phase = Phase::forward, .stream = compute_, .micro_step = m, .layer = layer};
-    const std::int32_t id = add(t, deps);
+    std::vector<std::int32_t> forward_deps(deps.begin(), deps.end());
+    if (sync_batchnorm(layer)) {
+        // SyncBatchNorm's forward all-gathers each rank's mean, invstd and count
+        // (2C + 1 floats) before normalising; buffers are 2C fp32 + an int64.
+        const std::int64_t channels = (w_.layers[static_cast<std::size_t>(layer)].buffer_bytes - 8) / 8;
+        const std::int64_t bytes = c_.topology.world_size() * (2 * channels + 1) * 4;
+        const std::int32_t after[] = {plan_.tasks.empty() ? -1 : static_cast<std::int32_t>(plan_.tasks.size()) - 1};
+        forward_deps.push_back(collective(CollectiveKind::allgather, bytes, world_group(),
+                                          stream("sync_batchnorm", TaskKind::collective), after, m));
+    }
+    const std::int32_t id = add_compute(t, forward_deps);
     const auto& l = w_.layers[static_cast<std::size_t>(layer)];
     if (!checkpointed(layer)) {
         plan_.alloc(MemCategory::activations, l.saved_activation_bytes);
@@ -97,7 +121,7 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
         for (int r = segment_first_[idx]; r <= layer; ++r) {
             Task t{
                 .kind = TaskKind::compute, .phase = Phase::recompute, .stream = compute_, .micro_step = m, .layer = r};
-            previous = r == segment_first_[idx] ? add(t, deps) : add(t, {});
+            previous = r == segment_first_[idx] ? add_compute(t, deps) : add(t, {});
             plan_.alloc(MemCategory::activations, w_.layers[static_cast<std::size_t>(r)].saved_activation_bytes);
             plan_.alloc(MemCategory::other, autocast_copy_bytes(r));
         }
@@ -105,11 +129,19 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
     }
     Task t{.kind = TaskKind::compute, .phase = Phase::backward, .stream = compute_, .micro_step = m, .layer = layer};
     t.bytes = fused_bytes;
-    const std::int32_t id = add(t, backward_deps);
+    const std::int32_t id = add_compute(t, backward_deps);
     plan_.release(MemCategory::activations, l.saved_activation_bytes);
     plan_.release(MemCategory::other, autocast_copy_bytes(layer));
     if (checkpointed(layer) && segment_first_[idx] == layer)
         plan_.release(MemCategory::activations, segment_input_bytes_[idx]);
+    if (sync_batchnorm(layer)) {
+        // SyncBatchNorm's backward all-reduces sum_dy and sum_dy_xmu (2C floats);
+        // the layers below wait for it.
+        const std::int64_t channels = (l.buffer_bytes - 8) / 8;
+        const std::int32_t after[] = {id};
+        compute_barrier_ = collective(CollectiveKind::allreduce, 2 * channels * 4, world_group(),
+                                      stream("sync_batchnorm", TaskKind::collective), after, m);
+    }
     return id;
 }
 

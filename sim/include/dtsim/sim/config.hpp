@@ -40,6 +40,8 @@ struct Config {
     models::AttentionImpl attention = models::AttentionImpl::flash;
     // Recompute each transformer block's forward in backward (torch.utils.checkpoint per block).
     bool activation_checkpointing = false;
+    // BatchNorm layers synchronise their statistics across ranks (SyncBatchNorm).
+    bool sync_batchnorm = false;
     // Which training iteration to simulate (1-based). Most strategies behave the
     // same from some iteration on; the default stands for that steady state.
     // DDP rebuilds buckets after iteration 1 (2 with static_graph), PowerSGD

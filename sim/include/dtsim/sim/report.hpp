@@ -16,6 +16,7 @@ std::string task_name(const Plan& plan, const models::Workload& workload, const 
 struct ReportExtras {
     std::vector<PhaseResult> phases;  // from simulate_phases; the headline first
     double average_step_time_s = 0;
+    std::string launch;  // Lightning's launch method, a one-off cost
 };
 
 // One JSON object with the configuration, the metrics, the memory breakdown,

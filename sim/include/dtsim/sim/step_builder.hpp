@@ -68,6 +68,9 @@ public:
 
 private:
     std::int32_t add(Task t, Deps deps);
+    // A compute task's deps plus the pending SyncBatchNorm collective, if any.
+    std::int32_t add_compute(Task t, Deps deps);
+    bool sync_batchnorm(int layer) const;
     std::int64_t autocast_copy_bytes(int layer) const;
 
     Plan& plan_;
@@ -78,6 +81,7 @@ private:
     std::vector<int> segment_first_, segment_last_;
     std::vector<std::int64_t> segment_input_bytes_;  // by segment's first layer
     std::int64_t autocast_cache_bytes_ = 0;          // checkpointed forwards' casts, freed when forward ends
+    std::int32_t compute_barrier_ = -1;              // the next compute task waits for it (SyncBatchNorm)
 };
 
 }  // namespace dtsim::sim

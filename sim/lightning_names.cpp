@@ -1,0 +1,64 @@
+#include "dtsim/sim/lightning_names.hpp"
+
+namespace dtsim::sim {
+namespace {
+
+// strategy-semantics.md §7: start methods of Lightning's launchers.
+constexpr const char* kPopen =
+    "the main process re-runs the script once per extra rank (subprocess.Popen); each rank pays a full "
+    "interpreter start, imports and model construction, in parallel";
+constexpr const char* kSpawn =
+    "mp.start_processes pickles the trainer into fresh interpreters (objects must be picklable); rank 0 "
+    "saves a checkpoint the parent reloads at the end";
+constexpr const char* kFork =
+    "forked children share memory copy-on-write, no pickling or re-import (cheapest; fails if CUDA was "
+    "initialised in the parent)";
+
+std::vector<LightningStrategy> make_names() {
+    std::vector<LightningStrategy> v;
+    for (const auto& [name, launch] : {std::pair{"ddp", kPopen}, std::pair{"ddp_spawn", kSpawn},
+                                       std::pair{"ddp_fork", kFork}, std::pair{"ddp_notebook", kFork}}) {
+        std::string n = name;
+        if (n != "ddp") v.push_back({n, "ddp", {}, launch});
+        v.push_back({n + "_find_unused_parameters_true", "ddp", {{"find_unused_parameters", "true"}}, launch});
+        v.push_back({n + "_find_unused_parameters_false", "ddp", {{"find_unused_parameters", "false"}}, launch});
+    }
+    v.push_back({"fsdp_cpu_offload", "fsdp", {{"cpu_offload", "true"}}, kPopen});
+    // Lightning's plain "deepspeed" is stage 2.
+    v.push_back({"deepspeed_stage_1", "deepspeed", {{"stage", "1"}}, kPopen});
+    v.push_back({"deepspeed_stage_1_offload", "deepspeed", {{"stage", "1"}, {"offload_optimizer", "cpu"}}, kPopen});
+    v.push_back({"deepspeed_stage_2", "deepspeed", {{"stage", "2"}}, kPopen});
+    v.push_back({"deepspeed_stage_2_offload", "deepspeed", {{"stage", "2"}, {"offload_optimizer", "cpu"}}, kPopen});
+    v.push_back({"deepspeed_stage_3", "deepspeed", {{"stage", "3"}}, kPopen});
+    v.push_back({"deepspeed_stage_3_offload",
+                 "deepspeed",
+                 {{"stage", "3"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}},
+                 kPopen});
+    v.push_back({"deepspeed_stage_3_offload_nvme",
+                 "deepspeed",
+                 {{"stage", "3"}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
+                 kPopen});
+    return v;
+}
+
+}  // namespace
+
+const std::vector<LightningStrategy>& lightning_strategies() {
+    static const std::vector<LightningStrategy> names = make_names();
+    return names;
+}
+
+std::optional<std::string> resolve_lightning_name(Config& config) {
+    // "ddp", "fsdp" and "deepspeed" are dtsim strategies already; they launch like Lightning's defaults.
+    for (const auto& l : lightning_strategies()) {
+        if (l.name != config.strategy) continue;
+        config.strategy = l.strategy;
+        auto knobs = l.knobs;
+        knobs.insert(knobs.end(), config.knobs.begin(), config.knobs.end());
+        config.knobs = std::move(knobs);
+        return l.launch;
+    }
+    return std::nullopt;
+}
+
+}  // namespace dtsim::sim
