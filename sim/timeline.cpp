@@ -35,6 +35,8 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
         tl.events.push_back(std::move(e));
     }
     for (const auto& s : r.schedule.memory) tl.device_memory_bytes.push_back({0, s.time_ns, s.total_bytes});
+    if (r.schedule.peak_host_bytes > 0)
+        for (const auto& s : r.schedule.memory) tl.host_memory_bytes.push_back({0, s.time_ns, s.host_bytes});
     return tl;
 }
 

@@ -76,12 +76,14 @@ std::string chrome_trace_json(const sim::Timeline& tl) {
         }
         out += "}}\n";
     }
-    for (const auto& c : tl.device_memory_bytes) {
-        out += fmt::format(R"(,{{"ph":"C","name":"device memory","pid":{},"ts":)", c.rank);
-        append_us(out, c.time_ns);
-        out += fmt::format(R"(,"args":{{"bytes":{}}}}})", c.value);
-        out += '\n';
-    }
+    for (const auto& [name, samples] :
+         {std::pair{"device memory", &tl.device_memory_bytes}, std::pair{"host memory", &tl.host_memory_bytes}})
+        for (const auto& c : *samples) {
+            out += fmt::format(R"(,{{"ph":"C","name":"{}","pid":{},"ts":)", name, c.rank);
+            append_us(out, c.time_ns);
+            out += fmt::format(R"(,"args":{{"bytes":{}}}}})", c.value);
+            out += '\n';
+        }
     out += "]}\n";
     return out;
 }

@@ -38,6 +38,7 @@ struct Timeline {
     std::vector<std::string> streams;  // thread names, shared by every rank
     std::vector<TimelineEvent> events;
     std::vector<CounterSample> device_memory_bytes;
+    std::vector<CounterSample> host_memory_bytes;  // empty without offload
 };
 
 // The representative rank's predicted timeline.
