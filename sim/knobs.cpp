@@ -26,7 +26,10 @@ bool parse_number(const std::string& s, double& out) {
 
 Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
              const std::vector<std::pair<std::string, std::string>>& given) {
-    for (const auto& s : specs) values_.emplace_back(s.name, s.default_value);
+    for (const auto& s : specs) {
+        values_.emplace_back(s.name, s.default_value);
+        if (!s.applies_when.empty()) conditions_.emplace_back(s.name, s.applies_when);
+    }
     for (const auto& [name, value] : given) {
         auto spec = std::find_if(specs.begin(), specs.end(), [&](const KnobSpec& s) { return s.name == name; });
         if (spec == specs.end()) {
@@ -62,6 +65,24 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
             if (v.first == name) v.second = value;
         explicitly_set_.push_back(name);
     }
+    for (const auto& name : explicitly_set_)
+        if (!applies(name)) {
+            const std::string& cond = std::find_if(conditions_.begin(), conditions_.end(), [&](const auto& c) {
+                                          return c.first == name;
+                                      })->second;
+            const std::string key = cond.substr(0, cond.find('='));
+            throw ConfigError(fmt::format("--set {}={}: this knob applies only with {} ({} is {})", name, text(name),
+                                          cond, key, text(key)));
+        }
+}
+
+bool Knobs::applies(const std::string& name) const {
+    for (const auto& [knob, cond] : conditions_)
+        if (knob == name) {
+            const auto eq = cond.find('=');
+            return text(cond.substr(0, eq)) == cond.substr(eq + 1);
+        }
+    return true;
 }
 
 const std::pair<std::string, std::string>& Knobs::find(const std::string& name) const {

@@ -27,7 +27,8 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     const auto& strategy = strategies().find(config.strategy);
     Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);
     j["knobs"] = Json::object();
-    for (const auto& [k, v] : knobs.values()) j["knobs"][k] = v;
+    for (const auto& [k, v] : knobs.values())
+        if (knobs.applies(k)) j["knobs"][k] = v;
 
     j["step_time_s"] = m.step_time_s;
     if (extras.phases.size() > 1) {

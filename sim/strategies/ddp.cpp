@@ -91,22 +91,10 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
     return assign_buckets_by_size(tensors, limits, false);
 }
 
-// Which hook a knob belongs to, or nullptr for DDP's own knobs.
-const std::string* hook_owning(const std::string& knob) {
-    for (const auto& h : comm_hooks().entries())
-        for (const auto& k : h.value.knobs)
-            if (k.name == knob) return &h.name;
-    return nullptr;
-}
-
 Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
     const bool as_view = knobs.boolean("gradient_as_bucket_view");
     const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
     const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
-    for (const auto& [name, value] : knobs.values())
-        if (const std::string* owner = hook_owning(name); owner && *owner != hook.name && knobs.is_set(name))
-            throw ConfigError(fmt::format("--set {}={}: this knob belongs to comm_hook={}, but comm_hook is {}", name,
-                                          value, *owner, hook.name));
     const int micro_steps = config.grad_accum;
 
     Plan plan;
@@ -206,9 +194,9 @@ std::vector<StepPhase> ddp_phases(const Config& config, const Knobs& knobs) {
     // Before the bucket rebuild (§1.2, §1.6); never rebuilt with find_unused_parameters.
     const bool static_graph = knobs.boolean("static_graph");
     if (!knobs.boolean("find_unused_parameters") || static_graph)
-        phases.push_back(
-            {static_graph ? "iterations 1-2, before the bucket rebuild (static_graph)" : "iteration 1, before the bucket rebuild", 1,
-             0.0});
+        phases.push_back({static_graph ? "iterations 1-2, before the bucket rebuild (static_graph)"
+                                       : "iteration 1, before the bucket rebuild",
+                          1, 0.0});
     return phases;
 }
 
@@ -254,6 +242,7 @@ void register_ddp(Registry<Strategy>& r) {
     for (const auto& h : comm_hooks().entries())
         for (auto k : h.value.knobs) {
             k.description = fmt::format("[{}] {}", h.name, k.description);
+            k.applies_when = "comm_hook=" + h.name;
             s.knobs.push_back(std::move(k));
         }
     r.add("ddp", "PyTorch DistributedDataParallel: bucketed gradient allreduce overlapped with backward", s);

@@ -18,6 +18,9 @@ struct KnobSpec {
     std::vector<std::string> choices;  // KnobType::choice
     double min_value = 0;              // KnobType::number: lower bound
     bool min_exclusive = false;        // the bound itself is invalid (sizes must be > 0)
+    // "key=value": the knob means something only when knob `key` has that value
+    // (a hook's knobs, offload settings). Setting it otherwise is an error.
+    std::string applies_when = {};
 };
 
 class Knobs {
@@ -27,7 +30,8 @@ public:
     Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
           const std::vector<std::pair<std::string, std::string>>& given);
 
-    bool is_set(const std::string& name) const;  // given explicitly by the user
+    bool is_set(const std::string& name) const;   // given explicitly by the user
+    bool applies(const std::string& name) const;  // its applies_when condition holds
     bool boolean(const std::string& name) const;
     double number(const std::string& name) const;
     const std::string& text(const std::string& name) const;  // raw value (given or default)
@@ -39,6 +43,7 @@ private:
     const std::pair<std::string, std::string>& find(const std::string& name) const;
     std::vector<std::pair<std::string, std::string>> values_;
     std::vector<std::string> explicitly_set_;
+    std::vector<std::pair<std::string, std::string>> conditions_;  // knob -> "key=value"
 };
 
 }  // namespace dtsim::sim

@@ -1,0 +1,49 @@
+// Strategy knobs: parsing, bounds, choices, and knobs that apply only under a condition.
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/knobs.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+
+std::vector<KnobSpec> specs() {
+    return {
+        {"bucket_mb", KnobType::number, "25", "a size", {}, 0, true},
+        {"mode", KnobType::choice, "plain", "a mode", {"plain", "fancy"}},
+        {"fancy_level", KnobType::number, "1", "only for fancy", {}, 0, false, "mode=fancy"},
+        {"flag", KnobType::boolean, "false", "a flag"},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("knobs take their defaults and the user's values") {
+    Knobs k("s", specs(), {{"bucket_mb", "50"}, {"flag", "True"}});
+    CHECK(k.number("bucket_mb") == 50);
+    CHECK(k.boolean("flag"));
+    CHECK(k.text("mode") == "plain");
+    CHECK(k.is_set("bucket_mb"));
+    CHECK_FALSE(k.is_set("mode"));
+}
+
+TEST_CASE("bad knob values name the knob and what was expected") {
+    CHECK_THROWS_WITH(Knobs("s", specs(), {{"bucket_mb", "0"}}),
+                      Catch::Contains("bucket_mb") && Catch::Contains("> 0"));
+    CHECK_THROWS_WITH(Knobs("s", specs(), {{"bucket_mb", "ten"}}), Catch::Contains("expected a number"));
+    CHECK_THROWS_WITH(Knobs("s", specs(), {{"mode", "odd"}}), Catch::Contains("fancy"));
+    CHECK_THROWS_WITH(Knobs("s", specs(), {{"nope", "1"}}), Catch::Contains("bucket_mb"));
+}
+
+TEST_CASE("a conditional knob applies only when its condition holds, and is an error otherwise") {
+    Knobs fancy("s", specs(), {{"mode", "fancy"}, {"fancy_level", "3"}});
+    CHECK(fancy.applies("fancy_level"));
+    CHECK(fancy.number("fancy_level") == 3);
+    Knobs plain("s", specs(), {});
+    CHECK_FALSE(plain.applies("fancy_level"));
+    CHECK(plain.applies("bucket_mb"));
+    CHECK_THROWS_WITH(Knobs("s", specs(), {{"fancy_level", "3"}}),
+                      Catch::Contains("fancy_level") && Catch::Contains("mode=fancy") && Catch::Contains("plain"));
+}
