@@ -12,9 +12,9 @@ namespace {
 std::vector<KnobSpec> specs() {
     return {
         {"bucket_mb", KnobType::number, "25", "a size", {}, 0, true},
-        {"mode", KnobType::choice, "plain", "a mode", {"plain", "fancy"}},
+        {"mode", KnobType::choice, "plain", "a mode", {"plain", "fancy"}, 0},
         {"fancy_level", KnobType::number, "1", "only for fancy", {}, 0, false, "mode=fancy"},
-        {"flag", KnobType::boolean, "false", "a flag"},
+        {"flag", KnobType::boolean, "false", "a flag", {}},
     };
 }
 
