@@ -1,5 +1,7 @@
 // Simulator speed: tasks simulated per second and whole simulations per second
-// on one core. Target (issue 2): >= 5,000 simulations/s of gpt2-xl DDP on 16 GPUs.
+// on one core. Targets: >= 5,000 simulations/s of gpt2-xl DDP on 16 GPUs
+// (issue 2); >= 1,000/s for llama2-70b FULL_SHARD and ZeRO-3 offload on 1024
+// GPUs (issue 3).
 //   build/release/bench/sim_speed [--seconds S]
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/cost_model.hpp"
@@ -49,7 +51,7 @@ void run(const Scenario& s, double budget_s) {
         runs += sched.makespan_ns > 0;
     }
     const double engine = seconds_since(t0);
-    fmt::print("{:<34} {:>7} tasks  {:>10.0f} simulations/s  {:>12.0f} tasks/s (whole)  {:>12.0f} tasks/s (engine)\n",
+    fmt::print("{:<40} {:>7} tasks  {:>10.0f} simulations/s  {:>12.0f} tasks/s (whole)  {:>12.0f} tasks/s (engine)\n",
                s.label, plan.tasks.size(), double(sims) / whole, double(tasks) / whole,
                double(runs * plan.tasks.size()) / engine);
 }
@@ -73,7 +75,14 @@ int main(int argc, char** argv) {
     llama.seq_len = 4096;
     fmt::print("sim_speed: one core, {:.1f} s per measurement (target: >= 5,000 simulations/s for gpt2-xl DDP)\n",
                budget_s);
+    dtsim::sim::Config fsdp = llama;
+    fsdp.strategy = "fsdp";
+    dtsim::sim::Config zero3 = llama;
+    zero3.strategy = "deepspeed";
+    zero3.knobs = {{"stage", "3"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}};
     run({"gpt2-xl ddp, 16 GPUs", gpt2}, budget_s);
     run({"llama2-70b ddp, 1024 GPUs", llama}, budget_s);
+    run({"llama2-70b fsdp FULL_SHARD, 1024 GPUs", fsdp}, budget_s);
+    run({"llama2-70b zero-3 offload, 1024 GPUs", zero3}, budget_s);
     return 0;
 }
