@@ -1,12 +1,297 @@
-// Placeholder: DeepSpeed config reading (issue 3).
+// DeepSpeed config files (formats.md §4): the zero_optimization section
+// becomes the "deepspeed" strategy's knobs (sim/strategies/zero.cpp), the
+// batch, accumulation and precision fields the Config. "auto" (HuggingFace /
+// Accelerate templates) keeps dtsim's value. Every error names the file and
+// the JSON field.
 #include "dtsim/sim/deepspeed_config.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string_view>
 
 namespace dtsim::sim {
+namespace {
 
-void apply_deepspeed_config(const std::string& path, Config&) {
-    throw ConfigError(path + ": reading DeepSpeed config files is not implemented yet");
+bool is_auto(const Json& v) {
+    return v.is_string() && v.get<std::string>() == "auto";
+}
+
+// A member that is present, not null and not "auto".
+std::optional<JsonView> given(const JsonView& obj, const std::string& key) {
+    if (!obj.has(key)) return std::nullopt;
+    JsonView v = obj.at(key);
+    if (v.value().is_null() || is_auto(v.value())) return std::nullopt;
+    return v;
+}
+
+std::string number_text(double x) {
+    if (x == std::floor(x) && std::fabs(x) < 9e18) return fmt::format("{}", static_cast<std::int64_t>(x));
+    return fmt::format("{}", x);
+}
+
+// A non-negative number (5e8 and 500000000 alike), or nothing for "auto".
+std::optional<double> count(const JsonView& obj, const std::string& key) {
+    auto v = given(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->value().is_number())
+        obj.fail(key, fmt::format("expected a number or \"auto\", found {}", v->value().dump()));
+    const double x = v->value().get<double>();
+    if (x < 0 || !std::isfinite(x)) obj.fail(key, fmt::format("expected a non-negative number, found {}", x));
+    return x;
+}
+
+// A positive integer, or nothing for "auto".
+std::optional<std::int64_t> positive_integer(const JsonView& obj, const std::string& key) {
+    auto x = count(obj, key);
+    if (!x) return std::nullopt;
+    if (*x < 1 || *x != std::floor(*x) || *x > 1e15)
+        obj.fail(key, fmt::format("expected a positive integer, found {}", obj.at(key).value().dump()));
+    return static_cast<std::int64_t>(*x);
+}
+
+std::optional<bool> flag(const JsonView& obj, const std::string& key) {
+    auto v = given(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->value().is_boolean())
+        obj.fail(key, fmt::format("expected true, false or \"auto\", found {}", v->value().dump()));
+    return v->value().get<bool>();
+}
+
+// The stage-3 keys DeepSpeed accepts with or without their "stage3_" alias.
+struct Alias {
+    const char* knob;   // dtsim knob = DeepSpeed's alias
+    const char* field;  // DeepSpeed's field name
+};
+constexpr std::array<Alias, 3> kStage3Numbers = {{
+    {"stage3_prefetch_bucket_size", "prefetch_bucket_size"},
+    {"stage3_param_persistence_threshold", "param_persistence_threshold"},
+    {"stage3_max_live_parameters", "max_live_parameters"},
+}};
+
+// zero_optimization keys DeepSpeed has (zero/config.py DeepSpeedZeroConfig,
+// formats.md §4) that do not change what dtsim models.
+constexpr std::array<std::string_view, 24> kIgnoredZeroKeys = {
+    "allgather_partitions",
+    "round_robin_gradients",
+    "stage3_model_persistence_threshold",
+    "model_persistence_threshold",
+    "stage3_max_reuse_distance",
+    "max_reuse_distance",
+    "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+    "load_from_fp32_weights",
+    "elastic_checkpoint",
+    "ignore_unused_parameters",
+    "legacy_stage1",
+    "cpu_offload_use_pin_memory",  // handled below
+    "mics_shard_size",
+    "mics_hierarchical_params_gather",
+    "memory_efficient_linear",
+    "pipeline_loading_checkpoint",
+    "override_module_apply",
+    "zero_hpz_partition_size",  // ZeRO++: checked below
+    "zero_quantized_weights",
+    "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients",
+    "log_trace_cache_warnings",
+};
+
+constexpr std::array<std::string_view, 13> kModelledZeroKeys = {
+    "stage",
+    "overlap_comm",
+    "contiguous_gradients",
+    "reduce_scatter",
+    "reduce_bucket_size",
+    "allgather_bucket_size",
+    "use_multi_rank_bucket_allreduce",
+    "sub_group_size",
+    "offload_optimizer",
+    "offload_param",
+    "cpu_offload",
+    "cpu_offload_param",
+    "stage3_prefetch_bucket_size",
+};
+
+bool known_zero_key(const std::string& key) {
+    auto in = [&](const auto& list) { return std::find(list.begin(), list.end(), key) != list.end(); };
+    if (in(kIgnoredZeroKeys) || in(kModelledZeroKeys)) return true;
+    for (const auto& a : kStage3Numbers)
+        if (key == a.knob || key == a.field) return true;
+    return false;
+}
+
+// offload_optimizer / offload_param (offload_config.py): device and
+// pin_memory are modelled; the other fields are DeepSpeed's and accepted.
+void read_offload(const JsonView& zero, const std::string& key, const std::string& knob, bool optimizer, Config& config,
+                  bool& pin) {
+    if (!zero.has(key) || zero.at(key).value().is_null()) return;
+    const JsonView o = zero.at(key);
+    if (!o.value().is_object()) zero.fail(key, fmt::format("expected an object, found {}", o.value().dump()));
+    static constexpr std::array<std::string_view, 6> common = {"device",       "nvme_path",   "pin_memory",
+                                                               "buffer_count", "buffer_size", "max_in_cpu"};
+    static constexpr std::array<std::string_view, 5> optimizer_only = {"pipeline_read", "pipeline_write", "fast_init",
+                                                                       "ratio", "pipeline"};
+    for (const auto& [name, value] : o.value().items()) {
+        (void)value;
+        const bool known =
+            std::find(common.begin(), common.end(), name) != common.end() ||
+            (optimizer && std::find(optimizer_only.begin(), optimizer_only.end(), name) != optimizer_only.end());
+        if (!known)
+            o.fail(name, fmt::format("unknown {} field (DeepSpeed's are: device, nvme_path, pin_memory, buffer_count, "
+                                     "buffer_size, max_in_cpu{})",
+                                     key, optimizer ? ", pipeline_read, pipeline_write, fast_init, ratio" : ""));
+    }
+    if (auto d = given(o, "device")) {
+        if (!d->value().is_string()) o.fail("device", "expected \"none\", \"cpu\" or \"nvme\"");
+        const std::string device = d->value().get<std::string>();
+        if (device != "none" && device != "cpu" && device != "nvme")
+            o.fail("device", fmt::format("expected \"none\", \"cpu\" or \"nvme\", found \"{}\"", device));
+        config.knobs.emplace_back(knob, device);
+    }
+    if (auto p = flag(o, "pin_memory")) pin = pin || *p;
+}
+
+void read_zero(const JsonView& root, Config& config) {
+    if (!root.has("zero_optimization"))
+        root.fail("zero_optimization",
+                  "missing: without it DeepSpeed runs stage 0 (no ZeRO, plain data parallelism); give "
+                  "zero_optimization.stage 1, 2 or 3, or simulate --strategy ddp");
+    const JsonView zero = root.at("zero_optimization");
+    if (!zero.value().is_object())
+        root.fail("zero_optimization", fmt::format("expected an object, found {}", zero.value().dump()));
+    for (const auto& [key, value] : zero.value().items()) {
+        (void)value;
+        if (!known_zero_key(key))
+            zero.fail(key,
+                      "unknown zero_optimization key (not a DeepSpeed ZeRO option; see DeepSpeed's "
+                      "zero/config.py, or formats.md §4)");
+    }
+    if (zero.has("stage") && !is_auto(zero.at("stage").value())) {
+        const Json& v = zero.at("stage").value();
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 3)
+            zero.fail("stage", fmt::format("expected 0, 1, 2 or 3, found {}", v.dump()));
+        if (v.get<std::int64_t>() == 0)
+            zero.fail("stage", "stage 0 is DeepSpeed without ZeRO (plain data parallelism): use --strategy ddp");
+        config.knobs.emplace_back("stage", std::to_string(v.get<std::int64_t>()));
+    }
+    for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "sub_group_size"})
+        if (auto x = count(zero, key)) config.knobs.emplace_back(key, number_text(*x));
+    for (const auto& a : kStage3Numbers) {
+        // DeepSpeed reads either spelling; the stage3_ one is what configs use.
+        if (auto x = count(zero, a.field)) config.knobs.emplace_back(a.knob, number_text(*x));
+        if (auto x = count(zero, a.knob)) config.knobs.emplace_back(a.knob, number_text(*x));
+    }
+    for (const char* key :
+         {"overlap_comm", "contiguous_gradients", "reduce_scatter", "use_multi_rank_bucket_allreduce"})
+        if (auto b = flag(zero, key)) config.knobs.emplace_back(key, *b ? "true" : "false");
+
+    bool pin = false;
+    // Deprecated forms first, so offload_* objects override them.
+    if (auto b = flag(zero, "cpu_offload"); b && *b) config.knobs.emplace_back("offload_optimizer", "cpu");
+    if (auto b = flag(zero, "cpu_offload_param"); b && *b) config.knobs.emplace_back("offload_param", "cpu");
+    if (auto b = flag(zero, "cpu_offload_use_pin_memory")) pin = *b;
+    read_offload(zero, "offload_optimizer", "offload_optimizer", true, config, pin);
+    read_offload(zero, "offload_param", "offload_param", false, config, pin);
+    if (pin) config.knobs.emplace_back("pin_memory", "true");
+
+    // ZeRO++ changes the communication volume, which dtsim does not model.
+    if (auto h = count(zero, "zero_hpz_partition_size"); h && *h > 1)
+        zero.fail("zero_hpz_partition_size",
+                  "ZeRO++ hierarchical partitioning (hpZ) is not modelled; remove it or "
+                  "set it to 1");
+    for (const char* key :
+         {"zero_quantized_weights", "zero_quantized_gradients", "zero_quantized_nontrainable_weights"})
+        if (auto b = flag(zero, key); b && *b)
+            zero.fail(key, "ZeRO++ quantized communication is not modelled; remove it or set it to false");
+}
+
+void read_precision(const JsonView& root, Config& config) {
+    // "bfloat16" is DeepSpeed's older spelling of "bf16".
+    std::optional<bool> bf16, fp16;
+    bool any_auto = false;
+    auto enabled = [&](const char* section) -> std::optional<bool> {
+        if (!root.has(section)) return std::nullopt;
+        const JsonView s = root.at(section);
+        if (!s.value().is_object()) root.fail(section, fmt::format("expected an object, found {}", s.value().dump()));
+        if (s.has("enabled") && is_auto(s.at("enabled").value())) any_auto = true;
+        // A section without "enabled" is disabled (DeepSpeed's default).
+        if (!s.has("enabled")) return false;
+        return flag(s, "enabled");
+    };
+    for (const char* name : {"bf16", "bfloat16"})
+        if (auto b = enabled(name)) bf16 = bf16.value_or(false) || *b;
+    fp16 = enabled("fp16");
+    if (bf16.value_or(false) && fp16.value_or(false))
+        root.fail("fp16", "fp16.enabled and bf16.enabled are both true; DeepSpeed allows one of them");
+    if (bf16.value_or(false))
+        config.precision = Precision::bf16_mixed;
+    else if (fp16.value_or(false))
+        config.precision = Precision::fp16_mixed;
+    else if ((bf16 || fp16) && !any_auto)
+        config.precision = Precision::fp32;  // explicitly disabled: DeepSpeed trains in fp32
+}
+
+// train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps
+// x data-parallel world (formats.md §4); DeepSpeed derives a missing one.
+void read_batch(const JsonView& root, Config& config) {
+    const auto micro = positive_integer(root, "train_micro_batch_size_per_gpu");
+    const auto accum = positive_integer(root, "gradient_accumulation_steps");
+    const auto total = positive_integer(root, "train_batch_size");
+    if (accum && *accum > std::numeric_limits<int>::max())
+        root.fail("gradient_accumulation_steps", fmt::format("{} is too large", *accum));
+    if (micro) config.micro_batch = *micro;
+    if (accum) config.grad_accum = static_cast<int>(*accum);
+    if (!total) return;
+    // The world size is the Config's topology, set before this is called.
+    const std::int64_t world = config.topology.world_size();
+    if (world < 1) return;
+    if (micro && accum) {
+        if (*total != *micro * *accum * world)
+            root.fail("train_batch_size",
+                      fmt::format("{} != train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x {} GPUs "
+                                  "= {}",
+                                  *total, *micro, *accum, world, *micro * *accum * world));
+    } else if (micro) {
+        if (*total % (*micro * world) != 0)
+            root.fail("train_batch_size", fmt::format("{} is not divisible by train_micro_batch_size_per_gpu {} x {} "
+                                                      "GPUs",
+                                                      *total, *micro, world));
+        config.grad_accum = static_cast<int>(*total / (*micro * world));
+    } else if (accum) {
+        if (*total % (*accum * world) != 0)
+            root.fail("train_batch_size", fmt::format("{} is not divisible by gradient_accumulation_steps {} x {} GPUs",
+                                                      *total, *accum, world));
+        config.micro_batch = *total / (*accum * world);
+    } else if (!root.has("train_micro_batch_size_per_gpu") && !root.has("gradient_accumulation_steps")) {
+        // Only the total: DeepSpeed takes gradient_accumulation_steps = 1.
+        if (*total % world != 0)
+            root.fail("train_batch_size", fmt::format("{} is not divisible by {} GPUs", *total, world));
+        config.micro_batch = *total / world;
+        config.grad_accum = 1;
+    }
+}
+
+}  // namespace
+
+void apply_deepspeed_config(const std::string& path, Config& config) {
+    const Json json = read_json_file(path);
+    const JsonView root(json, path);
+    if (!json.is_object()) root.fail("", fmt::format("expected a JSON object, found {}", json.type_name()));
+    Config out = config;  // nothing changes unless the whole file is valid
+    out.strategy = "deepspeed";
+    read_zero(root, out);
+    read_precision(root, out);
+    read_batch(root, out);
+    config = std::move(out);
 }
 
 }  // namespace dtsim::sim

@@ -1,8 +1,768 @@
-// Placeholder: the zero strategy is being written (issue 3).
+// DeepSpeed ZeRO stages 1-3 (strategy-semantics.md §4; DeepSpeed 0.16.5).
+// Stage 1/2 (§4.2): gradients go into ipg buckets of reduce_bucket_size
+// elements, each bucket allreduced (use_multi_rank_bucket_allreduce), the
+// optimizer updates this rank's partition, then one all-gather of all 16-bit
+// parameters. Stage 3 (§4.3): every submodule's partitioned parameters are
+// all-gathered before its forward and again before its backward (prefetched
+// along the recorded trace), gradients are reduce-scattered from an ipg
+// buffer. Offload moves the optimizer (and in stage 3 the parameters) to the
+// host or NVMe. Memory follows §4.4 and §8.
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
 
-namespace dtsim::sim {
+#include <fmt/format.h>
 
-void register_zero(Registry<Strategy>&) {}
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+
+namespace dtsim::sim {
+namespace {
+
+enum class Offload : std::uint8_t { none, cpu, nvme };
+
+Offload offload_from(const std::string& s) {
+    return s == "cpu" ? Offload::cpu : s == "nvme" ? Offload::nvme : Offload::none;
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return (a + b - 1) / b;
+}
+
+std::int64_t elements(const Knobs& k, const char* name) {
+    return static_cast<std::int64_t>(std::llround(k.number(name)));
+}
+
+// The knobs, resolved and checked against each other.
+struct Zero {
+    int stage = 2;
+    std::int64_t bucket_elems = 0;  // reduce_bucket_size
+    bool overlap = false;
+    bool contiguous = true;
+    bool reduce_scatter = true;
+    bool multi_rank = true;
+    std::int64_t prefetch_elems = 0;
+    std::int64_t persistence_elems = 0;
+    std::int64_t max_live_elems = 0;
+    std::int64_t sub_group_elems = 0;
+    Offload optimizer = Offload::none;
+    Offload param = Offload::none;
+    bool pinned = false;
+};
+
+Zero resolve(const Config& config, const Knobs& k, std::vector<std::string>& notes) {
+    Zero z;
+    const double stage = k.number("stage");
+    if (stage != std::floor(stage) || stage < 1 || stage > 3)
+        throw ConfigError(fmt::format(
+            "--set stage={}: the ZeRO stage must be 1, 2 or 3 (stage 0 is DeepSpeed without ZeRO, plain data "
+            "parallelism: use --strategy ddp)",
+            k.text("stage")));
+    z.stage = static_cast<int>(stage);
+    z.bucket_elems = elements(k, "reduce_bucket_size");
+    // overlap_comm unset means True for stage 3, False otherwise (§4.1, overlap_comm_valid).
+    const std::string& overlap = k.text("overlap_comm");
+    z.overlap = overlap == "auto" ? z.stage == 3 : overlap == "true";
+    z.contiguous = k.boolean("contiguous_gradients");
+    z.reduce_scatter = k.boolean("reduce_scatter");
+    z.multi_rank = k.boolean("use_multi_rank_bucket_allreduce");
+    z.prefetch_elems = elements(k, "stage3_prefetch_bucket_size");
+    z.persistence_elems = elements(k, "stage3_param_persistence_threshold");
+    z.max_live_elems = elements(k, "stage3_max_live_parameters");
+    z.sub_group_elems = std::max<std::int64_t>(1, elements(k, "sub_group_size"));
+    z.optimizer = offload_from(k.text("offload_optimizer"));
+    z.param = offload_from(k.text("offload_param"));
+    z.pinned = k.boolean("pin_memory");
+
+    if (z.param != Offload::none && z.stage != 3)
+        throw ConfigError(
+            fmt::format("--set offload_param={}: parameter offload exists only in ZeRO stage 3 "
+                        "(DeepSpeed's offload_param), but stage is {}; use --set stage=3",
+                        k.text("offload_param"), z.stage));
+    // Stages 1/2 offload only when offload_optimizer.device == cpu (engine.py
+    // zero_cpu_offload); with nvme they would build DeepSpeedCPUAdam over GPU
+    // tensors. NVMe optimizer offload (ZeRO-Infinity) is stage 3's.
+    if (z.optimizer == Offload::nvme && z.stage != 3)
+        throw ConfigError(
+            fmt::format("--set offload_optimizer=nvme: stages 1 and 2 offload the optimizer to the CPU "
+                        "only (DeepSpeed's zero_cpu_offload is device == cpu); NVMe needs stage=3 "
+                        "(stage is {})",
+                        z.stage));
+    if (z.optimizer != Offload::none && config.optimizer != OptimizerKind::adam)
+        throw ConfigError(
+            fmt::format("--set offload_optimizer={}: the offloaded optimizer is DeepSpeedCPUAdam; "
+                        "use --optimizer adam (SGD with offload is not modelled)",
+                        k.text("offload_optimizer")));
+    if (z.optimizer != Offload::none && z.stage < 3 && !z.contiguous) {
+        z.contiguous = true;
+        notes.push_back("contiguous_gradients=false is overridden: ZeRO-Offload forces contiguous gradients (§4.2).");
+    }
+    if (z.stage < 3)
+        for (const char* name : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+                                 "stage3_max_live_parameters", "sub_group_size"})
+            if (k.is_set(name)) notes.push_back(fmt::format("{} has no effect below stage 3.", name));
+    if (k.is_set("pin_memory") && z.optimizer == Offload::none && z.param == Offload::none)
+        notes.push_back("pin_memory has no effect without offload_optimizer or offload_param.");
+    if (k.is_set("allgather_bucket_size"))
+        notes.push_back(
+            "allgather_bucket_size is only used when all_gather_into_tensor is unavailable (not with NCCL): "
+            "the parameter all-gather is one collective.");
+    return z;
+}
+
+// A gradient in the order it becomes ready: layers in reverse, a layer's
+// parameters last-defined first.
+struct Grad {
+    int layer = 0;
+    int index = 0;           // model.parameters() index
+    std::int64_t elems = 0;  // elements it adds to the ipg bucket
+};
+
+// An ipg bucket and the backward after which it is reduced: the one that
+// produced the gradient that would overflow it (-1: the end of backward).
+struct IpgBucket {
+    std::int64_t elems = 0;
+    int launch_layer = -1;
+    std::size_t first = 0, last = 0;  // [first, last) into the arrival list
+};
+
+// §4.2/§4.3: a bucket is reduced when the next gradient would overflow it; a
+// gradient larger than the bucket is reduced alone.
+std::vector<IpgBucket> ipg_buckets(const std::vector<Grad>& grads, std::int64_t cap) {
+    std::vector<IpgBucket> out;
+    IpgBucket cur;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (cur.elems > 0 && cur.elems + grads[i].elems > cap) {
+            cur.launch_layer = grads[i].layer;
+            cur.last = i;
+            out.push_back(cur);
+            cur = IpgBucket{};
+            cur.first = i;
+        }
+        cur.elems += grads[i].elems;
+    }
+    if (cur.elems > 0) {
+        cur.launch_layer = -1;
+        cur.last = grads.size();
+        out.push_back(cur);
+    }
+    return out;
+}
+
+// Shared state of one lowering.
+struct Lowering {
+    const models::Workload& w;
+    const Config& config;
+    const Zero& z;
+    Plan& plan;
+    StepBuilder& step;
+    int world = 0;
+    int n = 1;  // data-parallel ranks
+    bool distributed = false;
+    std::int64_t b = 2;  // bytes per model element: 16-bit under mixed precision
+    std::int64_t psi = 0;
+    int last = 0;                    // the accumulation-boundary micro-step
+    std::vector<std::int32_t> gate;  // tasks the next compute-stream task must wait for
+    std::int32_t last_compute = -1;  // the latest compute-stream task
+
+    std::int64_t state_bytes() const {  // fp32 master + Adam m, v; SGD keeps the master only
+        return config.optimizer == OptimizerKind::adam ? 12 : 4;
+    }
+    std::int32_t forward(int m, int l, std::int32_t dep) {
+        gate.push_back(dep);
+        last_compute = step.forward(m, l, gate);
+        gate.clear();
+        return last_compute;
+    }
+    std::int32_t backward(int m, int l, std::int32_t dep, std::int64_t fused) {
+        gate.push_back(dep);
+        last_compute = step.backward(m, l, gate, fused);
+        gate.clear();
+        return last_compute;
+    }
+    void set(MemCategory c, std::int64_t bytes) { plan.resident[static_cast<std::size_t>(c)] += bytes; }
+};
+
+std::vector<Grad> arrival_order(const models::Workload& w, bool pad, int n) {
+    std::vector<Grad> out;
+    for (int l = static_cast<int>(w.layers.size()) - 1; l >= 0; --l) {
+        const auto& params = w.layers[static_cast<std::size_t>(l)].params;
+        for (auto p = params.rbegin(); p != params.rend(); ++p)
+            out.push_back({l, p->index, pad ? ceil_div(p->numel(), n) * n : p->numel()});
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- stages 1, 2
+
+void lower_stage12(Lowering& s) {
+    const Zero& z = s.z;
+    Plan& plan = s.plan;
+    StepBuilder& step = s.step;
+    const auto& w = s.w;
+    const std::int64_t part = ceil_div(s.psi, s.n);  // this rank's flat partition (§4.2)
+    const bool offload = s.z.optimizer == Offload::cpu;
+
+    const std::vector<Grad> grads = arrival_order(w, false, s.n);
+    const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}};
+        for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
+        plan.buckets.push_back(std::move(info));
+    }
+    // This rank's share of each bucket, for the offload copies (the partition
+    // spread over the buckets in proportion; sums to `part`).
+    std::vector<std::int64_t> own(buckets.size(), 0);
+    {
+        std::int64_t cum = 0, prev = 0;
+        for (std::size_t i = 0; i < buckets.size(); ++i) {
+            cum += buckets[i].elems;
+            const std::int64_t upto = i + 1 == buckets.size() ? part
+                                                              : static_cast<std::int64_t>(static_cast<double>(cum) *
+                                                                                          static_cast<double>(part) /
+                                                                                          static_cast<double>(s.psi));
+            own[i] = upto - prev;
+            prev = upto;
+        }
+    }
+    // Flat offsets in model.parameters() order, for per-owner reduces.
+    std::vector<std::int64_t> offset;
+    const bool per_owner = z.reduce_scatter && !z.multi_rank;
+    if (per_owner) {
+        std::vector<std::int64_t> numel;
+        for (const auto& layer : w.layers)
+            for (const auto& p : layer.params) {
+                if (p.index >= static_cast<int>(numel.size())) numel.resize(static_cast<std::size_t>(p.index) + 1, 0);
+                numel[static_cast<std::size_t>(p.index)] = p.numel();
+            }
+        offset.assign(numel.size() + 1, 0);
+        for (std::size_t i = 0; i < numel.size(); ++i) offset[i + 1] = offset[i] + numel[i];
+    }
+
+    // Resident model states (§4.4, §8): 16-bit parameters on every rank; stage 2
+    // keeps only its partition of the gradients (grads_in_partition).
+    s.set(MemCategory::parameters, s.b * s.psi);
+    if (offload) {
+        s.set(MemCategory::host, 16 * part);  // fp32 gradients, master, m, v on the host
+    } else {
+        if (z.stage == 2) s.set(MemCategory::gradients, s.b * part);
+        s.set(MemCategory::optimizer_states, s.state_bytes() * part);
+    }
+    // backward() allocates 1 ipg buffer of reduce_bucket_size elements, 2 with overlap_comm (§4.2).
+    if (z.contiguous) s.set(MemCategory::buckets, z.bucket_elems * s.b * (z.overlap ? 2 : 1));
+
+    const int nccl = step.stream("nccl", TaskKind::collective);
+    const int reduction = z.overlap ? step.stream("reduction", TaskKind::collective) : nccl;
+    const int d2h = offload ? step.stream("d2h", TaskKind::copy) : -1;
+    const int h2d = offload ? step.stream("h2d", TaskKind::copy) : -1;
+    const int cpu = offload ? step.stream("cpu", TaskKind::host_compute) : -1;
+
+    std::int32_t last_reduction = -1;
+    std::vector<std::int32_t> offload_copies;
+    // Reduces one bucket after task `ready` (§4.2 "What actually runs").
+    auto reduce = [&](std::size_t bi, std::int32_t ready, int m) {
+        const IpgBucket& bk = buckets[bi];
+        const std::int64_t bytes = bk.elems * s.b;
+        const std::int32_t previous = last_reduction;
+        std::int32_t dep = ready;
+        if (!z.contiguous) {
+            // Without the contiguous buffer the bucket is flattened on the compute stream.
+            const std::int32_t deps[] = {ready};
+            dep = step.pass(Phase::gradient_copy, 2 * bytes, 0, deps, m);
+            plan.alloc(MemCategory::buckets, bytes);
+            s.last_compute = dep;
+        }
+        const std::int32_t deps[] = {dep};
+        if (per_owner) {
+            // One dist.reduce per rank owning part of the bucket, of that rank's share.
+            std::vector<std::int64_t> share(static_cast<std::size_t>(s.n), 0);
+            for (std::size_t g = bk.first; g < bk.last; ++g) {
+                std::int64_t lo = offset[static_cast<std::size_t>(grads[g].index)];
+                const std::int64_t hi = lo + grads[g].elems;
+                while (lo < hi) {
+                    const std::int64_t owner = std::min<std::int64_t>(lo / part, s.n - 1);
+                    const std::int64_t end = std::min(hi, (owner + 1) * part);
+                    share[static_cast<std::size_t>(owner)] += end - lo;
+                    lo = end;
+                }
+            }
+            for (std::size_t r = 0; r < share.size(); ++r) {
+                if (share[r] == 0) continue;
+                // The first waits for the bucket; the rest follow on the stream.
+                const std::span<const std::int32_t> after =
+                    last_reduction == previous ? std::span<const std::int32_t>(deps) : std::span<const std::int32_t>();
+                last_reduction = step.collective(CollectiveKind::reduce, share[r] * s.b, s.world, reduction, after, m,
+                                                 static_cast<int>(bi));
+            }
+        } else {
+            // use_multi_rank_bucket_allreduce (and reduce_scatter=false): one allreduce of the whole bucket.
+            last_reduction =
+                step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi));
+        }
+        if (!z.contiguous) plan.release(MemCategory::buckets, bytes);
+        // Overlap: before the next bucket the compute stream waits for the
+        // previous reduction, so at most one overlaps compute. Without
+        // overlap_comm the reduction blocks the compute stream.
+        const std::int32_t wait_for = z.overlap ? previous : last_reduction;
+        if (wait_for >= 0) s.gate.push_back(wait_for);
+        if (offload) {
+            // ZeRO-Offload: this rank's slice is cast .float() and copied D2H (4 B
+            // per element); with accumulation each earlier micro-step round-trips
+            // the accumulated fp32 gradient (async_accumulate_grad_in_cpu_via_gpu).
+            const std::int32_t after[] = {last_reduction};
+            std::int32_t c = -1;
+            if (m > 0) c = step.copy(Transfer::h2d, 4 * own[bi], h2d, after, m, z.pinned);
+            const std::int32_t after_h2d[] = {c >= 0 ? c : last_reduction};
+            c = step.copy(Transfer::d2h, 4 * own[bi], d2h, after_h2d, m, z.pinned);
+            offload_copies.push_back(c);
+        }
+    };
+
+    std::vector<std::int32_t> step_deps;
+    for (int m = 0; m <= s.last; ++m) {
+        // Stage 2 reduces every micro-step, stage 1 at the boundary only (§4.2, §6).
+        const bool reduces = s.distributed && (z.stage == 2 || m == s.last);
+        // Stage 1 without overlap_comm reduces after the whole backward.
+        const bool in_hooks = reduces && (z.stage == 2 || z.overlap);
+        for (int l = 0; l < step.layers(); ++l) s.forward(m, l, -1);
+        std::size_t next = 0;
+        for (int l = step.layers() - 1; l >= 0; --l) {
+            const std::int64_t numel = w.layers[static_cast<std::size_t>(l)].param_count();
+            const std::int64_t grad_bytes = numel * s.b;
+            // With contiguous_gradients each gradient is copied into the ipg buffer in its hook.
+            const std::int32_t bwd = s.backward(m, l, -1, in_hooks && z.contiguous ? 2 * grad_bytes : 0);
+            if (z.stage == 1) {
+                // Stage 1 keeps the full 16-bit gradients until the step's epilogue.
+                if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
+            } else {
+                // The autograd gradient lives until it is copied into the bucket.
+                plan.alloc(MemCategory::gradients, grad_bytes);
+                plan.release(MemCategory::gradients, grad_bytes);
+            }
+            if (!in_hooks) continue;
+            while (next < buckets.size() && buckets[next].launch_layer == l) reduce(next++, bwd, m);
+        }
+        if (reduces) {
+            while (next < buckets.size()) reduce(next++, s.last_compute, m);
+            // The epilogue synchronizes the reduction stream before the next forward.
+            s.gate.assign(1, last_reduction);
+        }
+        if (offload && !s.distributed && m == s.last) {
+            // One rank: no reduction, the partition (everything) still goes to the host.
+            const std::int32_t after[] = {s.last_compute};
+            offload_copies.push_back(step.copy(Transfer::d2h, 4 * part, d2h, after, m, z.pinned));
+        }
+        if (m == s.last) step_deps = {s.last_compute, last_reduction};
+    }
+    if (s.distributed)
+        plan.notes.push_back(fmt::format(
+            "ZeRO stage {}: {} ipg bucket(s) of up to {:.3g} elements, each {}{}; then one all-gather of the 16-bit "
+            "parameters after the step (about 1.5x DDP's bytes in 16-bit, §4.2).",
+            z.stage, buckets.size(), double(z.bucket_elems),
+            per_owner ? "reduced to its owners (one reduce per owner)" : "allreduced whole",
+            z.stage == 1 ? (z.overlap ? ", at the accumulation boundary in the hooks"
+                                      : ", at the accumulation boundary after the whole backward (no overlap)")
+            : z.overlap  ? " every micro-step on a side stream (one reduction overlaps compute)"
+                         : " every micro-step, blocking the compute stream (no overlap)"));
+
+    // The step (§4.2).
+    std::int32_t updated = -1;
+    if (!offload) {
+        // Flatten and cast the partition's gradients to fp32 (transient 4 B per element).
+        std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * part, 0, step_deps, s.last);
+        plan.alloc(MemCategory::other, 4 * part);
+        if (z.stage == 1) plan.release(MemCategory::gradients, s.b * s.psi);
+        const std::int32_t cast[] = {t};
+        t = step.optimizer_step(part, cast, s.last);
+        const std::int32_t opt[] = {t};
+        // Copy the fp32 master partition into the 16-bit partition.
+        updated = step.pass(Phase::optimizer, (4 + s.b) * part, 0, opt, s.last);
+        plan.release(MemCategory::other, 4 * part);
+    } else {
+        std::vector<std::int32_t> deps = offload_copies;
+        deps.push_back(step_deps[0]);
+        const std::int32_t adam = step.host_optimizer(part, cpu, deps, s.last);
+        if (z.stage == 1) {
+            // The full gradients are freed at the epilogue; attach to the CPU step's start.
+            plan.release(MemCategory::gradients, s.b * s.psi);
+        }
+        // DeepSpeed 0.16.5 copies the fp32 partition to the GPU (4 B per element,
+        // plus an fp32 transient) and casts it there. Version note (§4.2): before
+        // PR #5301 and after PR #7309 the copy is 2 B per element.
+        const std::int32_t after_adam[] = {adam};
+        const std::int32_t up = step.copy(Transfer::h2d, 4 * part, h2d, after_adam, s.last, z.pinned);
+        plan.alloc(MemCategory::other, 4 * part);
+        const std::int32_t after_up[] = {up};
+        updated = step.pass(Phase::optimizer, (4 + s.b) * part, 0, after_up, s.last);
+        plan.release(MemCategory::other, 4 * part);
+        plan.notes.push_back(
+            "offload_optimizer=cpu: D2H 4 B and H2D 4 B per partition element per step (DeepSpeed 0.16.5; 2 B H2D "
+            "before PR #5301 and after PR #7309), DeepSpeedCPUAdam over the partition on the host.");
+    }
+    if (s.distributed) {
+        // all_gather_dp_groups: one all-gather of every 16-bit parameter (S = b * part * N).
+        const std::int32_t deps[] = {updated};
+        step.collective(CollectiveKind::allgather, s.b * part * s.n, s.world, nccl, deps, s.last);
+    }
+}
+
+// ------------------------------------------------------------------- stage 3
+
+struct Layer3 {
+    std::int64_t gather_elems = 0;   // non-persistent elements (ds_numel), what prefetch counts
+    std::int64_t gather_padded = 0;  // the same, each tensor padded to N: the all-gather's elements
+    std::int64_t part_elems = 0;     // this rank's partitions of them
+};
+
+void lower_stage3(Lowering& s) {
+    const Zero& z = s.z;
+    Plan& plan = s.plan;
+    StepBuilder& step = s.step;
+    const auto& w = s.w;
+    const int nl = step.layers();
+    const bool offload_opt = z.optimizer != Offload::none;
+    const bool offload_param = z.param != Offload::none;
+
+    // Per-tensor partitioning (§4.3): ceil(numel / N) each; tensors with
+    // <= stage3_param_persistence_threshold elements persist whole on every rank.
+    std::vector<Layer3> layers(static_cast<std::size_t>(nl));
+    std::int64_t part = 0, persist = 0, persist_padded = 0;
+    for (int l = 0; l < nl; ++l)
+        for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
+            const std::int64_t numel = p.numel(), pn = ceil_div(numel, s.n);
+            part += pn;
+            if (numel <= z.persistence_elems) {
+                persist += numel;
+                persist_padded += pn * s.n;
+            } else {
+                auto& li = layers[static_cast<std::size_t>(l)];
+                li.gather_elems += numel;
+                li.gather_padded += pn * s.n;
+                li.part_elems += pn;
+            }
+        }
+    const std::vector<Grad> grads = arrival_order(w, true, s.n);
+    const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}};
+        for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
+        plan.buckets.push_back(std::move(info));
+    }
+
+    // Resident (§4.4, §8): 16-bit partitions, their gradients, fp32 master + Adam
+    // states: 16 B per partition element, plus the persistent tensors whole.
+    s.set(MemCategory::parameters, s.b * persist + (offload_param ? 0 : s.b * part));
+    if (offload_param) s.set(MemCategory::host, z.param == Offload::cpu ? s.b * part : 0);
+    if (!offload_opt) {
+        s.set(MemCategory::gradients, s.b * part);
+        s.set(MemCategory::optimizer_states, s.state_bytes() * part);
+    } else if (z.optimizer == Offload::cpu) {
+        s.set(MemCategory::host, 16 * part);  // fp32 gradients, master, m, v
+    } else {
+        // NVMe holds master, m and v; the host keeps fp32 gradients and swap
+        // buffers (buffer_count 4 sub-groups of fp32).
+        s.set(MemCategory::host, 4 * part + 4 * 4 * std::min(part, z.sub_group_elems));
+    }
+    if (z.param == Offload::nvme)
+        s.set(MemCategory::host, std::min(s.b * part, 5 * 100'000'000 * s.b));  // buffer_count 5 x buffer_size 1e8
+    // The ipg flat buffer is allocated once (§4.3).
+    s.set(MemCategory::buckets, z.bucket_elems * s.b);
+
+    const int ag = step.stream("all-gather", TaskKind::collective);
+    const int rs = step.stream("reduce-scatter", TaskKind::collective);
+    const int d2h = offload_opt ? step.stream("d2h", TaskKind::copy) : -1;
+    const int h2d = offload_opt || offload_param ? step.stream("h2d", TaskKind::copy) : -1;
+    const int cpu = offload_opt ? step.stream("cpu", TaskKind::host_compute) : -1;
+    const int nvme = z.optimizer == Offload::nvme || z.param == Offload::nvme ? step.stream("nvme", TaskKind::io) : -1;
+
+    // The fetch trace of one micro-step: forward order, then backward order
+    // (layers with nothing to gather are skipped).
+    std::vector<int> trace;
+    std::vector<int> fwd_pos(static_cast<std::size_t>(nl), -1), bwd_pos(static_cast<std::size_t>(nl), -1);
+    if (s.distributed) {
+        for (int l = 0; l < nl; ++l)
+            if (layers[static_cast<std::size_t>(l)].gather_elems > 0) {
+                fwd_pos[static_cast<std::size_t>(l)] = static_cast<int>(trace.size());
+                trace.push_back(l);
+            }
+        for (int l = nl - 1; l >= 0; --l)
+            if (layers[static_cast<std::size_t>(l)].gather_elems > 0) {
+                bwd_pos[static_cast<std::size_t>(l)] = static_cast<int>(trace.size());
+                trace.push_back(l);
+            }
+    }
+    // Iteration 1 records the trace and cannot prefetch.
+    const bool prefetch = s.config.iteration > 1;
+    std::vector<std::int32_t> gathered(trace.size(), -1);
+    std::vector<std::int32_t> reductions, offload_copies;
+
+    for (int m = 0; m <= s.last; ++m) {
+        std::size_t issued = 0;  // trace positions [0, issued) have their all-gather issued
+        std::int64_t live = 0;   // gathered or in-flight elements (__n_available_params)
+        // Host gate: the compute-stream point the host last synchronized on
+        // (__max_ongoing_fetch_events = 2: at most 3 fetch events pending).
+        std::int32_t gate_compute = -1, gate_gather = -1;
+        struct Event {
+            std::int32_t compute, gather;
+        };
+        std::vector<Event> events;
+        std::size_t event_head = 0;
+        std::size_t rs_head = reductions.size();
+
+        auto issue = [&](std::size_t pos) {
+            const Layer3& li = layers[static_cast<std::size_t>(trace[pos])];
+            std::int32_t deps[] = {gate_compute, gate_gather};
+            std::int32_t prev = -1;
+            if (offload_param) {
+                // The 16-bit partition lives off the device: read from NVMe, copy H2D, then gather (§4.3).
+                if (z.param == Offload::nvme) {
+                    prev = step.nvme(Transfer::nvme_read, s.b * li.part_elems, nvme, deps, m);
+                    deps[0] = prev;
+                    deps[1] = -1;
+                }
+                prev = step.copy(Transfer::h2d, s.b * li.part_elems, h2d, deps, m, z.pinned);
+                plan.alloc(MemCategory::gathered, s.b * li.part_elems);
+                deps[0] = prev;
+                deps[1] = -1;
+            }
+            gathered[pos] = step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m);
+            plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
+            if (offload_param) plan.release(MemCategory::gathered, s.b * li.part_elems);
+            live += li.gather_elems;
+        };
+        // fetch_sub_module (§4.3): gather what is missing, prefetch along the
+        // trace, then wait. Returns the all-gather the compute waits for.
+        auto fetch = [&](int pos_i) -> std::int32_t {
+            if (pos_i < 0) return -1;
+            const auto pos = static_cast<std::size_t>(pos_i);
+            if (issued <= pos) {
+                issue(pos);
+                issued = pos + 1;
+            }
+            if (prefetch) {
+                const std::int64_t limit = std::min(z.max_live_elems - live, z.prefetch_elems);
+                std::int64_t prefetching = 0;
+                while (issued < trace.size() && prefetching < limit) {
+                    issue(issued);
+                    prefetching += layers[static_cast<std::size_t>(trace[issued])].gather_elems;
+                    ++issued;
+                }
+            }
+            if (events.size() - event_head > 2) {
+                gate_compute = events[event_head].compute;
+                gate_gather = events[event_head].gather;
+                ++event_head;
+            }
+            events.push_back({s.last_compute, gathered[pos]});
+            return gathered[pos];
+        };
+        auto release = [&](int l, int pos) {
+            if (pos < 0) return;
+            const Layer3& li = layers[static_cast<std::size_t>(l)];
+            plan.release(MemCategory::gathered, s.b * li.gather_padded);
+            live -= li.gather_elems;
+        };
+        auto reduce = [&](std::size_t bi, std::int32_t ready) {
+            // max_param_reduce_events = 2: with more than 2 reductions pending the
+            // host waits for the oldest before issuing, so at most 3 are in flight.
+            if (reductions.size() - rs_head > 2) s.gate.push_back(reductions[rs_head++]);
+            const std::int64_t bytes = buckets[bi].elems * s.b;
+            const std::int32_t deps[] = {ready};
+            // reduce_scatter_coalesced flattens the bucket into its input (transient).
+            const std::int32_t r =
+                step.collective(CollectiveKind::reduce_scatter, bytes, s.world, rs, deps, m, static_cast<int>(bi));
+            plan.alloc(MemCategory::buckets, bytes);
+            plan.release(MemCategory::buckets, bytes);
+            reductions.push_back(r);
+            if (offload_opt) {
+                // The partition's gradients go .float() to the host: 4 B per element (§4.3).
+                const std::int32_t after[] = {r};
+                offload_copies.push_back(
+                    step.copy(Transfer::d2h, 4 * ceil_div(buckets[bi].elems, s.n), d2h, after, m, z.pinned));
+            }
+        };
+
+        for (int l = 0; l < nl; ++l) {
+            const int pos = fwd_pos[static_cast<std::size_t>(l)];
+            s.forward(m, l, fetch(pos));
+            release(l, pos);
+        }
+        std::size_t next = 0;
+        for (int l = nl - 1; l >= 0; --l) {
+            const int pos = bwd_pos[static_cast<std::size_t>(l)];
+            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(l)].param_count() * s.b;
+            // Each gradient is copied into the ipg buffer in its hook (fused).
+            const std::int32_t bwd = s.backward(m, l, fetch(pos), s.distributed ? 2 * grad_bytes : 0);
+            release(l, pos);
+            plan.alloc(MemCategory::gradients, grad_bytes);
+            plan.release(MemCategory::gradients, grad_bytes);
+            if (!s.distributed) continue;
+            while (next < buckets.size() && buckets[next].launch_layer == l) reduce(next++, bwd);
+        }
+        if (s.distributed) {
+            while (next < buckets.size()) reduce(next++, s.last_compute);
+            // The epilogue synchronizes the reduce stream.
+            s.gate.assign(1, reductions.back());
+            if (offload_opt) s.gate.push_back(offload_copies.back());
+        }
+    }
+
+    // The step, per sub-group of <= sub_group_size elements (§4.3).
+    std::vector<std::int32_t> deps = {s.last_compute};
+    if (!reductions.empty()) deps.push_back(reductions.back());
+    if (!offload_copies.empty()) deps.push_back(offload_copies.back());
+    std::int32_t done = -1;
+    for (std::int64_t begin = 0; begin < part; begin += z.sub_group_elems) {
+        const std::int64_t g = std::min(z.sub_group_elems, part - begin);
+        if (!offload_opt) {
+            // Cast the gradients to fp32, update, copy the master into the 16-bit partition.
+            std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * g, 0, deps, s.last);
+            plan.alloc(MemCategory::other, 4 * g);
+            const std::int32_t cast[] = {t};
+            t = step.optimizer_step(g, cast, s.last);
+            const std::int32_t opt[] = {t};
+            done = step.pass(Phase::optimizer, (4 + s.b) * g, 0, opt, s.last);
+            plan.release(MemCategory::other, 4 * g);
+        } else {
+            if (z.optimizer == Offload::nvme) {
+                // ZeRO-Infinity: swap fp32 master, m, v in from NVMe (12 B per element).
+                deps.assign(1, step.nvme(Transfer::nvme_read, 12 * g, nvme, deps, s.last));
+            }
+            done = step.host_optimizer(g, cpu, deps, s.last);
+            const std::int32_t adam[] = {done};
+            if (z.optimizer == Offload::nvme) step.nvme(Transfer::nvme_write, 12 * g, nvme, adam, s.last);
+            // copy_ fp32 (host) -> 16-bit (device) converts on the CPU: 2 B per
+            // element H2D. With offload_param the update stays on the host.
+            if (!offload_param) done = step.copy(Transfer::h2d, s.b * g, h2d, adam, s.last, z.pinned);
+        }
+        deps.assign(1, done);
+    }
+    // _post_step: persistent parameters are re-gathered (§4.3).
+    if (s.distributed && persist_padded > 0) {
+        const std::int32_t after[] = {done};
+        step.collective(CollectiveKind::allgather, s.b * persist_padded, s.world, ag, after, s.last);
+    }
+    if (s.distributed) {
+        std::int64_t ag_elems = 0;
+        for (const auto& li : layers) ag_elems += li.gather_padded;
+        plan.notes.push_back(fmt::format(
+            "ZeRO stage 3: {} submodules gathered before forward and again before backward ({:.3g} elements each "
+            "pass), {} reduce-scatter(s) per micro-step, {} persistent elements (<= {} each) kept whole{}.",
+            (trace.size() / 2), double(ag_elems), buckets.size(), persist, z.persistence_elems,
+            prefetch ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched"));
+    }
+    if (offload_opt)
+        plan.notes.push_back(fmt::format(
+            "offload_optimizer={}: D2H 4 B per partition element of gradients, {} over the partition on the host{}.",
+            z.optimizer == Offload::cpu ? "cpu" : "nvme",
+            z.optimizer == Offload::nvme ? "NVMe swap-in/out (12 B each way) around DeepSpeedCPUAdam"
+                                         : "DeepSpeedCPUAdam",
+            offload_param ? "; the update stays on the host (offload_param)" : ", H2D 2 B per element back"));
+}
+
+Plan lower_zero(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    Plan plan;
+    const Zero z = resolve(config, knobs, plan.notes);
+    const std::size_t expected = w.layers.size() * 5 * static_cast<std::size_t>(config.grad_accum) + 64;
+    plan.tasks.reserve(expected);
+    plan.deps.reserve(expected * 2);
+    plan.memory.reserve(expected * 3);
+    StepBuilder step(plan, w, config);
+    // DeepSpeed's bf16/fp16 modes cast the model itself to 16 bits and run
+    // without torch.autocast: no autocast weight copies.
+    step.set_autocast(false);
+    const int n = config.topology.world_size();
+    Lowering s{.w = w,
+               .config = config,
+               .z = z,
+               .plan = plan,
+               .step = step,
+               .world = step.world_group(),
+               .n = n,
+               .distributed = n > 1,
+               .b = config.precision == Precision::fp32 ? 4 : 2,  // ZeRO keeps the model in the 16-bit dtype
+               .psi = w.param_count(),
+               .last = config.grad_accum - 1,
+               .gate = {},
+               .last_compute = -1};
+    if (z.stage == 3)
+        lower_stage3(s);
+    else
+        lower_stage12(s);
+    return plan;
+}
+
+}  // namespace
+
+void register_zero(Registry<Strategy>& r) {
+    Strategy s;
+    s.lower = lower_zero;
+    // DeepSpeed's names and defaults (strategy-semantics.md §4.1). The stage
+    // defaults to 2, as Lightning's "deepspeed" (DeepSpeed's own default, 0,
+    // is no ZeRO at all).
+    const std::vector<std::string> devices = {"none", "cpu", "nvme"};
+    s.knobs = {
+        {"stage", KnobType::number, "2", "ZeRO stage: 1 optimizer states, 2 + gradients, 3 + parameters", {}, 1},
+        {"reduce_bucket_size",
+         KnobType::number,
+         "500000000",
+         "ipg bucket size in elements (gradients reduced per collective)",
+         {},
+         0,
+         true},
+        {"allgather_bucket_size",
+         KnobType::number,
+         "500000000",
+         "elements per all-gather (only without all_gather_into_tensor)",
+         {},
+         0,
+         true},
+        {"overlap_comm",
+         KnobType::choice,
+         "auto",
+         "reduce on a side stream; auto = true for stage 3, false otherwise",
+         {"auto", "true", "false"},
+         0},
+        {"contiguous_gradients",
+         KnobType::boolean,
+         "true",
+         "copy gradients into the contiguous ipg buffer as they are produced",
+         {},
+         0},
+        {"reduce_scatter",
+         KnobType::boolean,
+         "true",
+         "stages 1/2: false means a plain allreduce of each bucket",
+         {},
+         0},
+        {"use_multi_rank_bucket_allreduce",
+         KnobType::boolean,
+         "true",
+         "stages 1/2: one allreduce per bucket; false: one reduce per owning rank",
+         {},
+         0},
+        {"stage3_prefetch_bucket_size",
+         KnobType::number,
+         "50000000",
+         "stage 3: elements prefetched ahead along the trace",
+         {},
+         0},
+        {"stage3_param_persistence_threshold",
+         KnobType::number,
+         "100000",
+         "stage 3: tensors with <= this many elements stay whole on every rank",
+         {},
+         0},
+        {"stage3_max_live_parameters", KnobType::number, "1000000000", "stage 3: cap on gathered elements", {}, 0},
+        {"sub_group_size", KnobType::number, "1000000000", "stage 3: optimizer-step tile in elements", {}, 0, true},
+        {"offload_optimizer", KnobType::choice, "none", "optimizer states and step on the host (cpu; nvme: stage 3)",
+         devices, 0},
+        {"offload_param", KnobType::choice, "none", "stage 3: 16-bit parameter partitions on the host", devices, 0},
+        {"pin_memory", KnobType::boolean, "false", "page-locked host buffers for offload copies", {}, 0},
+    };
+    r.add("deepspeed", "DeepSpeed ZeRO stages 1-3 with optimizer/parameter offload (DeepSpeed 0.16.5 semantics)", s);
+}
 
 }  // namespace dtsim::sim

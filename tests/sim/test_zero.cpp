@@ -1,0 +1,367 @@
+// DeepSpeed ZeRO (strategy-semantics.md §4, §8): bytes per step, ordering,
+// memory formulas, offload.
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/simulate.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+
+constexpr std::int64_t kBucket = 20'000'000;  // elements: several ipg buckets for gpt2-medium
+
+Config zero_config(int stage, std::vector<std::pair<std::string, std::string>> knobs = {}) {
+    Config c;
+    c.model = "gpt2-medium";
+    c.strategy = "deepspeed";
+    c.topology = {1, 8};
+    c.micro_batch = 1;
+    c.seq_len = 128;  // small activations: the peak is in backward, with the gradients
+    c.precision = Precision::bf16_mixed;
+    c.knobs = {{"stage", std::to_string(stage)}, {"reduce_bucket_size", std::to_string(kBucket)}};
+    for (auto& k : knobs) c.knobs.push_back(std::move(k));
+    return c;
+}
+
+SimResult run(const Config& c) {
+    static const auto cal = calib::load_hardware("a100-sxm");
+    return simulate(c, cal);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return (a + b - 1) / b;
+}
+
+std::int64_t resident(const Plan& p, MemCategory c) {
+    return p.resident[static_cast<std::size_t>(c)];
+}
+
+std::int64_t at_peak(const SimResult& r, MemCategory c) {
+    return r.metrics.peak_breakdown[static_cast<std::size_t>(c)];
+}
+
+struct Bytes {
+    std::int64_t total = 0;
+    int calls = 0;
+    std::int64_t largest = 0;
+};
+
+Bytes collective_bytes(const Plan& p, CollectiveKind kind) {
+    Bytes b;
+    for (const Task& t : p.tasks)
+        if (t.kind == TaskKind::collective && t.collective == kind) {
+            b.total += t.bytes;
+            ++b.calls;
+            b.largest = std::max(b.largest, t.bytes);
+        }
+    return b;
+}
+
+// Stage-3 partitioning, computed from the workload (§4.3).
+struct Stage3Sizes {
+    std::int64_t part = 0;            // sum of ceil(numel / N) over every tensor
+    std::int64_t gathered = 0;        // non-persistent elements, each tensor padded to N
+    std::int64_t persistent = 0;      // persistent elements
+    std::int64_t persist_padded = 0;  // padded to N
+    std::int64_t all_padded = 0;      // every tensor padded to N
+};
+
+Stage3Sizes stage3_sizes(const models::Workload& w, int n, std::int64_t threshold) {
+    Stage3Sizes s;
+    for (const auto& layer : w.layers)
+        for (const auto& p : layer.params) {
+            const std::int64_t numel = p.numel(), padded = ceil_div(numel, n) * n;
+            s.part += ceil_div(numel, n);
+            s.all_padded += padded;
+            if (numel <= threshold) {
+                s.persistent += numel;
+                s.persist_padded += padded;
+            } else {
+                s.gathered += padded;
+            }
+        }
+    return s;
+}
+
+bool is_optimizer(const Task& t) {
+    return t.phase == Phase::optimizer;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-1/2 bytes per step: allreduce buckets of 2 psi in total plus one all-gather of 2 psi (§4.2, §8)") {
+    for (int stage : {1, 2}) {
+        SimResult r = run(zero_config(stage));
+        const std::int64_t psi = r.workload->param_count();
+        const int n = 8;
+        const Bytes ar = collective_bytes(r.plan, CollectiveKind::allreduce);
+        const Bytes ag = collective_bytes(r.plan, CollectiveKind::allgather);
+        CHECK(ar.total == 2 * psi);  // bf16 gradients, each exactly once
+        CHECK(ar.calls == static_cast<int>(r.plan.buckets.size()));
+        CHECK(ar.calls > 3);
+        // Every bucket holds at most reduce_bucket_size elements, unless one tensor alone is larger.
+        std::int64_t largest_tensor = 0;
+        for (const auto& l : r.workload->layers)
+            for (const auto& p : l.params) largest_tensor = std::max(largest_tensor, p.numel());
+        CHECK(ar.largest <= 2 * std::max(kBucket, largest_tensor));
+        CHECK(ag.calls == 1);
+        CHECK(ag.total == 2 * ceil_div(psi, n) * n);
+        CHECK(collective_bytes(r.plan, CollectiveKind::reduce_scatter).calls == 0);
+    }
+}
+
+TEST_CASE("gradient accumulation: stage 2 reduces every micro-step, stage 1 only at the boundary (§4.2, §6)") {
+    Config c1 = zero_config(1);
+    c1.grad_accum = 3;
+    Config c2 = zero_config(2);
+    c2.grad_accum = 3;
+    SimResult r1 = run(c1), r2 = run(c2);
+    const std::int64_t psi = r1.workload->param_count();
+    CHECK(collective_bytes(r1.plan, CollectiveKind::allreduce).total == 2 * psi);
+    CHECK(collective_bytes(r2.plan, CollectiveKind::allreduce).total == 3 * 2 * psi);
+    CHECK(collective_bytes(r1.plan, CollectiveKind::allgather).calls == 1);
+    CHECK(collective_bytes(r2.plan, CollectiveKind::allgather).calls == 1);
+}
+
+TEST_CASE("use_multi_rank_bucket_allreduce=false: one reduce per owning rank, same gradient bytes") {
+    SimResult r = run(zero_config(2, {{"use_multi_rank_bucket_allreduce", "false"}}));
+    const Bytes red = collective_bytes(r.plan, CollectiveKind::reduce);
+    CHECK(red.total == 2 * r.workload->param_count());
+    CHECK(red.calls >= 8);
+    CHECK(collective_bytes(r.plan, CollectiveKind::allreduce).calls == 0);
+}
+
+TEST_CASE("ZeRO-3 bytes per step: all-gathers 2 x 2 psi (less persistent tensors) + reduce-scatter 2 psi (§4.3, §8)") {
+    SimResult r = run(zero_config(3));
+    const Stage3Sizes s = stage3_sizes(*r.workload, 8, 100'000);
+    REQUIRE(s.persistent > 0);  // biases and layer norms
+    const Bytes ag = collective_bytes(r.plan, CollectiveKind::allgather);
+    const Bytes rs = collective_bytes(r.plan, CollectiveKind::reduce_scatter);
+    // Forward and backward gathers, then one re-gather of the persistent tensors after the step.
+    CHECK(ag.total == 2 * 2 * s.gathered + 2 * s.persist_padded);
+    CHECK(rs.total == 2 * s.all_padded);
+    CHECK(rs.calls == static_cast<int>(r.plan.buckets.size()));
+    CHECK(collective_bytes(r.plan, CollectiveKind::allreduce).calls == 0);
+    // Within a few elements per tensor of the paper's 3 x 2 psi.
+    const std::int64_t psi = r.workload->param_count();
+    CHECK(std::abs(double(ag.total + rs.total + 4 * s.persistent - 2 * s.persist_padded) - 3.0 * 2 * double(psi)) <
+          3.0 * 2 * 8 * 1000);
+}
+
+TEST_CASE("ZeRO-3 ordering: each layer's all-gather ends before its forward or backward starts") {
+    SimResult r = run(zero_config(3));
+    int gated = 0;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        if (t.phase != Phase::forward && t.phase != Phase::backward) continue;
+        bool has_gather = false;
+        for (auto d : r.plan.deps_of(t)) {
+            const Task& dep = r.plan.tasks[static_cast<std::size_t>(d)];
+            if (dep.kind != TaskKind::collective || dep.collective != CollectiveKind::allgather) continue;
+            has_gather = true;
+            CHECK(r.schedule.timings[static_cast<std::size_t>(d)].end_ns <= r.schedule.timings[i].start_ns);
+        }
+        // Every layer holding a tensor above the persistence threshold waits for its gather.
+        std::int64_t largest = 0;
+        for (const auto& p : r.workload->layers[static_cast<std::size_t>(t.layer)].params)
+            largest = std::max(largest, p.numel());
+        CHECK(has_gather == (largest > 100'000));
+        gated += has_gather;
+    }
+    CHECK(gated > 0);
+    // At no time are more elements gathered than stage3_max_live_parameters allows plus one layer's overshoot.
+    CHECK(at_peak(r, MemCategory::gathered) <= 2 * (1'000'000'000LL + r.workload->param_count()));
+}
+
+TEST_CASE("the optimizer step follows its gradients' reduction") {
+    for (int stage : {1, 2, 3}) {
+        SimResult r = run(zero_config(stage));
+        std::int64_t reduced = 0, step_start = -1;
+        for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+            const Task& t = r.plan.tasks[i];
+            if (t.kind == TaskKind::collective && t.collective != CollectiveKind::allgather)
+                reduced = std::max(reduced, r.schedule.timings[i].end_ns);
+            if (is_optimizer(t) && step_start < 0) step_start = r.schedule.timings[i].start_ns;
+        }
+        INFO("stage " << stage);
+        REQUIRE(step_start >= 0);
+        CHECK(step_start >= reduced);
+    }
+}
+
+TEST_CASE("offload: gradient copies precede the CPU step, which precedes the copy back") {
+    for (auto knobs : std::vector<std::vector<std::pair<std::string, std::string>>>{
+             {{"stage", "2"}, {"offload_optimizer", "cpu"}},
+             {{"stage", "3"}, {"offload_optimizer", "cpu"}},
+             {{"stage", "3"}, {"offload_optimizer", "nvme"}}}) {
+        Config c = zero_config(2);
+        for (auto& k : knobs) c.knobs.push_back(k);
+        SimResult r = run(c);
+        const int stage = std::stoi(knobs[0].second);
+        INFO("stage " << stage << " offload_optimizer=" << knobs[1].second);
+        std::int64_t last_d2h = -1, cpu_start = -1, cpu_end = -1, first_h2d_after = -1;
+        std::int64_t d2h_bytes = 0, h2d_bytes = 0, nvme_read = 0;
+        for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+            const Task& t = r.plan.tasks[i];
+            const auto& tm = r.schedule.timings[i];
+            if (t.transfer == Transfer::d2h) {
+                last_d2h = std::max(last_d2h, tm.end_ns);
+                d2h_bytes += t.bytes;
+            }
+            if (t.transfer == Transfer::nvme_read) nvme_read += t.bytes;
+            if (t.kind == TaskKind::host_compute) {
+                cpu_start = cpu_start < 0 ? tm.start_ns : std::min(cpu_start, tm.start_ns);
+                cpu_end = std::max(cpu_end, tm.end_ns);
+            }
+            if (t.transfer == Transfer::h2d) {
+                h2d_bytes += t.bytes;
+                if (first_h2d_after < 0 || tm.start_ns < first_h2d_after) first_h2d_after = tm.start_ns;
+            }
+        }
+        const std::int64_t psi = r.workload->param_count();
+        const std::int64_t part = stage == 3 ? stage3_sizes(*r.workload, 8, 100'000).part : ceil_div(psi, 8);
+        REQUIRE(cpu_start >= 0);
+        CHECK(last_d2h <= cpu_start);
+        CHECK(cpu_end <= first_h2d_after);
+        CHECK(r.metrics.host_compute_s > 0);
+        if (stage == 3) {
+            CHECK(std::abs(double(d2h_bytes) - 4.0 * double(part)) <= 4.0 * 8 * double(r.plan.buckets.size()));
+            CHECK(h2d_bytes == 2 * part);  // the updated bf16 partition, converted on the host (§4.3)
+        } else {
+            CHECK(d2h_bytes == 4 * part);
+            CHECK(h2d_bytes == 4 * part);  // DeepSpeed 0.16.5 copies fp32 (§4.2 version note)
+        }
+        if (knobs[1].second == "nvme") CHECK(nvme_read == 12 * part);
+        // Model states move to the host.
+        CHECK(resident(r.plan, MemCategory::optimizer_states) == 0);
+        CHECK(resident(r.plan, MemCategory::host) >= 16 * part - (knobs[1].second == "nvme" ? 12 * part : 0));
+    }
+}
+
+TEST_CASE("offload_param: every fetch copies the layer's bf16 partition host-to-device, twice per step") {
+    SimResult r = run(zero_config(3, {{"offload_optimizer", "cpu"}, {"offload_param", "cpu"}}));
+    const Stage3Sizes s = stage3_sizes(*r.workload, 8, 100'000);
+    std::int64_t h2d = 0;
+    for (const Task& t : r.plan.tasks)
+        if (t.transfer == Transfer::h2d) h2d += t.bytes;
+    CHECK(h2d ==
+          2 * 2 * (s.gathered / 8));  // forward + backward, 2 B per partition element; the update stays on the host
+    CHECK(resident(r.plan, MemCategory::parameters) == 2 * s.persistent);
+    CHECK(resident(r.plan, MemCategory::host) == 18 * s.part);  // §8: 18 psi/N with optimizer and parameter offload
+}
+
+TEST_CASE("memory: model states equal the ZeRO paper's formulas (§4.4, §8)") {
+    const int n = 8;
+    SECTION("stage 1: 2 psi parameters + 2 psi gradients + 12 psi/N") {
+        SimResult r = run(zero_config(1));
+        const std::int64_t psi = r.workload->param_count();
+        CHECK(resident(r.plan, MemCategory::parameters) == 2 * psi);
+        CHECK(resident(r.plan, MemCategory::optimizer_states) == 12 * ceil_div(psi, n));
+        CHECK(resident(r.plan, MemCategory::buckets) == 2 * kBucket);  // one ipg buffer without overlap_comm
+        // The full bf16 gradients are held at the peak (end of backward).
+        CHECK(at_peak(r, MemCategory::gradients) == 2 * psi);
+        CHECK(at_peak(r, MemCategory::parameters) + at_peak(r, MemCategory::gradients) +
+                  at_peak(r, MemCategory::optimizer_states) ==
+              4 * psi + 12 * ceil_div(psi, n));
+    }
+    SECTION("stage 2: 2 psi + 14 psi/N; overlap_comm doubles the ipg buffer") {
+        SimResult r = run(zero_config(2, {{"overlap_comm", "true"}}));
+        const std::int64_t psi = r.workload->param_count();
+        CHECK(resident(r.plan, MemCategory::parameters) == 2 * psi);
+        CHECK(resident(r.plan, MemCategory::gradients) == 2 * ceil_div(psi, n));
+        CHECK(resident(r.plan, MemCategory::optimizer_states) == 12 * ceil_div(psi, n));
+        CHECK(resident(r.plan, MemCategory::buckets) == 2 * 2 * kBucket);
+    }
+    SECTION("stage 3: 16 psi/N plus the persistent tensors whole") {
+        SimResult r = run(zero_config(3));
+        const Stage3Sizes s = stage3_sizes(*r.workload, n, 100'000);
+        CHECK(resident(r.plan, MemCategory::parameters) == 2 * s.part + 2 * s.persistent);
+        CHECK(resident(r.plan, MemCategory::gradients) == 2 * s.part);
+        CHECK(resident(r.plan, MemCategory::optimizer_states) == 12 * s.part);
+        CHECK(resident(r.plan, MemCategory::buckets) == 2 * kBucket);
+        CHECK(at_peak(r, MemCategory::gathered) > 0);
+        // With no persistent tensors it is the paper's 16 psi/N, up to the padding of each tensor.
+        SimResult none = run(zero_config(3, {{"stage3_param_persistence_threshold", "0"}}));
+        const std::int64_t states = resident(none.plan, MemCategory::parameters) +
+                                    resident(none.plan, MemCategory::gradients) +
+                                    resident(none.plan, MemCategory::optimizer_states);
+        const std::int64_t psi = none.workload->param_count();
+        CHECK(states >= 16 * psi / n);
+        CHECK(states - 16 * psi / n <= 16 * 400);  // < 1 element of padding per tensor
+    }
+    SECTION("no autocast weight copies: ZeRO keeps the model itself in bf16") {
+        SimResult r = run(zero_config(2));
+        CHECK(at_peak(r, MemCategory::other) <= 4 * ceil_div(r.workload->param_count(), n));
+    }
+}
+
+TEST_CASE("overlap_comm: the stage-2 reduction overlaps backward only with overlap_comm") {
+    SimResult blocking = run(zero_config(2, {{"overlap_comm", "false"}}));
+    SimResult overlapped = run(zero_config(2, {{"overlap_comm", "true"}}));
+    CHECK(blocking.metrics.overlap_fraction == Approx(0.0).margin(1e-9));
+    CHECK(overlapped.metrics.overlap_fraction > 0.1);
+    CHECK(overlapped.metrics.step_time_s < blocking.metrics.step_time_s);
+}
+
+TEST_CASE("llama2-70b with ZeRO-1 on 8 GPUs does not fit") {
+    Config c;
+    c.model = "llama2-70b";
+    c.strategy = "deepspeed";
+    c.topology = {1, 8};
+    c.micro_batch = 1;
+    c.seq_len = 512;
+    c.precision = Precision::bf16_mixed;
+    c.knobs = {{"stage", "1"}};
+    SimResult r = run(c);
+    CHECK_FALSE(r.metrics.fits);
+    // 2 psi parameters alone are ~138 GB.
+    CHECK(r.metrics.peak_memory_bytes > 2 * r.workload->param_count());
+}
+
+TEST_CASE("ZeRO simulations are deterministic") {
+    for (int stage : {1, 2, 3}) {
+        Config c = zero_config(stage, {{"offload_optimizer", stage == 3 ? "nvme" : "cpu"}});
+        c.grad_accum = 2;
+        SimResult a = run(c), b = run(c);
+        REQUIRE(a.plan.tasks.size() == b.plan.tasks.size());
+        CHECK(a.schedule.makespan_ns == b.schedule.makespan_ns);
+        CHECK(a.schedule.peak_memory_bytes == b.schedule.peak_memory_bytes);
+        for (std::size_t i = 0; i < a.schedule.timings.size(); ++i) {
+            CHECK(a.schedule.timings[i].start_ns == b.schedule.timings[i].start_ns);
+            if (a.schedule.timings[i].start_ns != b.schedule.timings[i].start_ns) break;
+        }
+    }
+}
+
+TEST_CASE("one rank: ZeRO runs without collectives") {
+    for (int stage : {1, 2, 3}) {
+        Config c = zero_config(stage);
+        c.topology = {1, 1};
+        SimResult r = run(c);
+        CHECK(r.metrics.collectives.empty());
+    }
+}
+
+TEST_CASE("contradictory ZeRO knobs are ConfigErrors that name the knob") {
+    auto message = [](const Config& c) -> std::string {
+        try {
+            run(c);
+        } catch (const ConfigError& e) {
+            return e.what();
+        }
+        return "no error";
+    };
+    CHECK_THAT(message(zero_config(2, {{"offload_param", "cpu"}})), Catch::Contains("offload_param"));
+    CHECK_THAT(message(zero_config(1, {{"offload_optimizer", "nvme"}})), Catch::Contains("offload_optimizer=nvme"));
+    CHECK_THAT(message(zero_config(0)), Catch::Contains("stage"));
+    CHECK_THAT(message(zero_config(4)), Catch::Contains("stage"));
+    CHECK_THAT(message(zero_config(2, {{"overlap_comm", "maybe"}})), Catch::Contains("overlap_comm"));
+    Config sgd = zero_config(2, {{"offload_optimizer", "cpu"}});
+    sgd.optimizer = OptimizerKind::sgd;
+    CHECK_THAT(message(sgd), Catch::Contains("offload_optimizer"));
+}
