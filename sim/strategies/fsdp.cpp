@@ -1,8 +1,449 @@
-// Placeholder: the fsdp strategy is being written (issue 3).
+// PyTorch FullyShardedDataParallel, "FSDP1" (strategy-semantics.md §3), with
+// the constructor defaults of PyTorch >= 2.1 (§3.1). Each wrapped unit's
+// parameters form one flat parameter, sharded over the shard group (§3.2):
+// unshard = one all-gather in param_dtype before the unit runs, gradient
+// reduction = one reduce-scatter in reduce_dtype after its backward (plus, for
+// the hybrid strategies, an all-reduce of the shard across nodes). The
+// all-gathers run on their own stream ("all-gather", the unshard stream), the
+// reductions on theirs ("reduce-scatter", the post-backward stream;
+// "all-reduce" for the hybrid inter-node and NO_SHARD all-reduces), so the
+// engine overlaps them with compute and makes concurrent collectives share the
+// link. The CPU issue points of the hooks (pre-forward, pre-backward,
+// post-backward) are modelled as dependencies on compute tasks.
+//
+// Gradient accumulation is modelled with no_sync() on micro-steps 0..K-2
+// (§3.3, §6); FSDP without no_sync (a reduce-scatter every micro-step) is not.
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
 
-namespace dtsim::sim {
+#include <fmt/format.h>
 
-void register_fsdp(Registry<Strategy>&) {}
+#include <deque>
+
+namespace dtsim::sim {
+namespace {
+
+enum class Sharding { full_shard, shard_grad_op, no_shard, hybrid_shard, hybrid_shard_zero2 };
+enum class Prefetch { backward_pre, backward_post, none };
+
+Sharding sharding_from(const std::string& s) {
+    if (s == "FULL_SHARD") return Sharding::full_shard;
+    if (s == "SHARD_GRAD_OP") return Sharding::shard_grad_op;
+    if (s == "NO_SHARD") return Sharding::no_shard;
+    if (s == "HYBRID_SHARD") return Sharding::hybrid_shard;
+    DTSIM_ASSERT(s == "_HYBRID_SHARD_ZERO2", "unknown sharding_strategy " + s);
+    return Sharding::hybrid_shard_zero2;
+}
+
+Prefetch prefetch_from(const std::string& s) {
+    if (s == "BACKWARD_PRE") return Prefetch::backward_pre;
+    if (s == "BACKWARD_POST") return Prefetch::backward_post;
+    DTSIM_ASSERT(s == "NONE", "unknown backward_prefetch " + s);
+    return Prefetch::none;
+}
+
+// One FSDP unit: a wrapped module and its flat parameter (§3.2).
+struct Unit {
+    std::int64_t numel = 0;   // parameters of the unit
+    std::int64_t padded = 0;  // flat parameter padded to a multiple of the shard group size N
+    std::int64_t shard = 0;   // elements each rank keeps: padded / N = ceil(numel / N)
+    int first_layer = -1;     // lowest layer index (the post-backward hook fires after its backward)
+    int last_layer = -1;      // highest layer index (the pre-backward hook fires before its backward)
+};
+
+constexpr int kRoot = 0;  // units[0] is the root: every layer no child unit wraps
+
+// auto_wrap_policy: "transformer" wraps each transformer block (each distinct
+// `block` >= 0, as ModuleWrapPolicy / transformer_auto_wrap_policy on the
+// block class); "size" groups consecutive layers greedily until a group holds
+// min_num_params (size_based_auto_wrap_policy, flattened to the layer list).
+// Layers left over go to the root unit.
+std::vector<Unit> wrap_units(const models::Workload& w, const Knobs& knobs, std::vector<int>& unit_of) {
+    std::vector<Unit> units(1);
+    const std::size_t n = w.layers.size();
+    unit_of.assign(n, kRoot);
+    if (knobs.text("auto_wrap_policy") == "transformer") {
+        std::vector<int> unit_of_block;
+        for (std::size_t l = 0; l < n; ++l) {
+            const int block = w.layers[l].block;
+            if (block < 0) continue;
+            const auto b = static_cast<std::size_t>(block);
+            if (b >= unit_of_block.size()) unit_of_block.resize(b + 1, -1);
+            if (unit_of_block[b] < 0) {
+                unit_of_block[b] = static_cast<int>(units.size());
+                units.emplace_back();
+            }
+            unit_of[l] = unit_of_block[b];
+        }
+    } else {
+        const double min_params = knobs.number("min_num_params");
+        std::size_t start = 0;
+        std::int64_t sum = 0;
+        for (std::size_t l = 0; l < n; ++l) {
+            sum += w.layers[l].param_count();
+            if (static_cast<double>(sum) < min_params) continue;
+            const int u = static_cast<int>(units.size());
+            units.emplace_back();
+            for (std::size_t i = start; i <= l; ++i) unit_of[i] = u;
+            start = l + 1;
+            sum = 0;
+        }
+    }
+    for (std::size_t l = 0; l < n; ++l) {
+        Unit& u = units[static_cast<std::size_t>(unit_of[l])];
+        u.numel += w.layers[l].param_count();
+        if (u.first_layer < 0) u.first_layer = static_cast<int>(l);
+        u.last_layer = static_cast<int>(l);
+    }
+    return units;
+}
+
+DType resolve_dtype(const std::string& value, DType automatic) {
+    return value == "auto" ? automatic : dtype_from_string(value);
+}
+
+Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    if (knobs.is_set("min_num_params") && knobs.text("auto_wrap_policy") != "size")
+        throw ConfigError("--set min_num_params applies to auto_wrap_policy=size; add --set auto_wrap_policy=size");
+    Sharding sharding = sharding_from(knobs.text("sharding_strategy"));
+    const Prefetch prefetch = prefetch_from(knobs.text("backward_prefetch"));
+    const bool forward_prefetch = knobs.boolean("forward_prefetch");
+    const bool limit_all_gathers = knobs.boolean("limit_all_gathers");
+    const bool offload = knobs.boolean("cpu_offload");
+    // MixedPrecision (§3.7): all-gathers in param_dtype, reductions in reduce_dtype
+    // (which follows param_dtype when not given).
+    const DType param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
+    const DType reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), param_dtype);
+    const std::int64_t param_bytes = dtype_bytes(param_dtype);
+    const std::int64_t reduce_bytes = dtype_bytes(reduce_dtype);
+
+    Plan plan;
+    const auto& topo = config.topology;
+    bool hybrid = sharding == Sharding::hybrid_shard || sharding == Sharding::hybrid_shard_zero2;
+    // The shard group: all ranks, or the node for the hybrid strategies (§3.3).
+    int shard_ranks = hybrid ? topo.gpus_per_node : topo.world_size();
+    if (sharding != Sharding::no_shard && shard_ranks == 1) {
+        // FSDP switches to NO_SHARD when its (shard) process group has one rank.
+        plan.notes.push_back(fmt::format("{} over a shard group of one rank: FSDP runs it as NO_SHARD.",
+                                         knobs.text("sharding_strategy")));
+        sharding = Sharding::no_shard;
+        hybrid = false;
+    }
+    const bool sharded = sharding != Sharding::no_shard;
+    if (!sharded) shard_ranks = 1;
+    // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES = {FULL_SHARD, HYBRID_SHARD} (§3.3).
+    const bool reshard_after_forward = sharding == Sharding::full_shard || sharding == Sharding::hybrid_shard;
+    const int replicate_ranks = hybrid ? topo.nodes : sharded ? 1 : topo.world_size();
+
+    std::vector<int> unit_of;
+    std::vector<Unit> units = wrap_units(w, knobs, unit_of);
+    const int unit_count = static_cast<int>(units.size());
+    std::int64_t shard_total = 0;  // Ψ/N: parameters this rank owns
+    for (Unit& u : units) {
+        u.shard = (u.numel + shard_ranks - 1) / shard_ranks;
+        u.padded = u.shard * shard_ranks;
+        shard_total += u.shard;
+    }
+    auto unit = [&](int u) -> const Unit& { return units[static_cast<std::size_t>(u)]; };
+
+    const int micro_steps = config.grad_accum;
+    const std::size_t layer_count = w.layers.size();
+    const std::size_t expected_tasks =
+        static_cast<std::size_t>(micro_steps) * (2 * layer_count + 5 * units.size()) + layer_count + units.size() + 4;
+    plan.tasks.reserve(expected_tasks);
+    plan.deps.reserve(expected_tasks * 2);
+    plan.memory.reserve(expected_tasks * 3);
+    StepBuilder step(plan, w, config);
+    // MixedPrecision casts the flat parameter itself, so with param_dtype equal to
+    // the compute dtype autocast finds no fp32 weights to cache (§3.7, §6). NO_SHARD
+    // keeps the copies, as the stand-in for its low-precision copy of each unit,
+    // held from forward to backward.
+    if (sharded && param_dtype == w.activation_dtype) step.set_autocast(false);
+
+    const int shard_group = !sharded ? -1 : hybrid ? step.node_group() : step.world_group();
+    const int replicate_group = replicate_ranks <= 1 ? -1 : hybrid ? step.cross_node_group() : step.world_group();
+    const int all_gather_stream = sharded ? step.stream("all-gather", TaskKind::collective) : -1;
+    const int reduce_scatter_stream = sharded ? step.stream("reduce-scatter", TaskKind::collective) : -1;
+    const int all_reduce_stream = replicate_group >= 0 ? step.stream("all-reduce", TaskKind::collective) : -1;
+    const int h2d_stream = offload && sharded ? step.stream("h2d", TaskKind::copy) : -1;
+    const int d2h_stream = offload ? step.stream("d2h", TaskKind::copy) : -1;
+    const int cpu_stream = offload ? step.stream("cpu", TaskKind::host_compute) : -1;
+
+    // Model states (§3.9, §8): fp32 parameter shard, fp32 gradient shard and
+    // Adam's two moments over Ψ/N parameters (Ψ for NO_SHARD); on the host
+    // with CPUOffload(offload_params=True) (§3.6).
+    const std::int64_t model_states[] = {4 * shard_total, 4 * shard_total,
+                                         config.optimizer == OptimizerKind::adam ? 8 * shard_total : 0};
+    const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::gradients,
+                                            MemCategory::optimizer_states};
+    for (int i = 0; i < 3; ++i)
+        plan.resident[static_cast<std::size_t>(offload ? MemCategory::host : model_categories[i])] += model_states[i];
+
+    // _FreeEventQueue (§3.5): each free of unsharded parameters enqueues the task
+    // after which they are freed; before an all-gather is issued, when two frees
+    // are pending, the CPU waits for the oldest. So the all-gather of unit k+2
+    // waits for the free of unit k.
+    std::deque<std::int32_t> pending_frees;
+    auto limiter = [&]() -> std::int32_t {
+        if (!limit_all_gathers || pending_frees.size() < 2) return -1;
+        const std::int32_t oldest = pending_frees.front();
+        pending_frees.pop_front();
+        return oldest;
+    };
+    std::vector<char> unsharded(units.size(), 0);  // the unit's full parameters are allocated
+    auto needs_gather = [&](int u) { return sharded && !unsharded[static_cast<std::size_t>(u)] && unit(u).numel > 0; };
+    // Unshard (§3.2, §3.6): with CPU offload the fp32 shard is copied H2D first;
+    // then the padded flat parameter is all-gathered in param_dtype (its bytes
+    // are the total output, nccl-tests' convention). `issue_after`: the compute
+    // task after which the hook issuing it runs (-1: none).
+    auto unshard = [&](int m, int u, std::int32_t issue_after) {
+        const Unit& un = unit(u);
+        std::int32_t ready = issue_after;
+        if (offload) {
+            const std::int32_t deps[] = {issue_after};
+            ready = step.copy(Transfer::h2d, 4 * un.shard, h2d_stream, deps, m);
+            plan.tasks.back().bucket = u;
+            plan.alloc(MemCategory::gathered, 4 * un.shard);
+        }
+        const std::int32_t deps[] = {ready, limiter()};
+        const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
+                                                    all_gather_stream, deps, m, u);
+        plan.alloc(MemCategory::gathered, un.padded * param_bytes);
+        if (offload) plan.release(MemCategory::gathered, 4 * un.shard);
+        unsharded[static_cast<std::size_t>(u)] = 1;
+        return gather;
+    };
+    // Frees unit u's unsharded parameters when `task` (the latest task) ends.
+    auto reshard = [&](int u, std::int32_t task) {
+        plan.release(MemCategory::gathered, unit(u).padded * param_bytes);
+        unsharded[static_cast<std::size_t>(u)] = 0;
+        pending_frees.push_back(task);
+    };
+    // The unit's unsharded gradient, in param_dtype, from its first backward to
+    // its reduction (after no_sync, the last micro-step's; §3.3, §6).
+    auto unsharded_grad_bytes = [&](int u) { return unit(u).padded * param_bytes; };
+
+    // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
+    std::vector<std::int32_t> reduced;
+    auto reduce = [&](int m, int u, std::int32_t grad_ready) {
+        const Unit& un = unit(u);
+        if (un.numel == 0) return;
+        std::int32_t done = grad_ready;
+        const std::int64_t cast = reduce_bytes != param_bytes ? un.padded * reduce_bytes : 0;
+        const std::int32_t after[] = {grad_ready};
+        if (sharded) {
+            done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
+                                   reduce_scatter_stream, after, m, u);
+            // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
+            plan.alloc(MemCategory::gradients, cast);
+            plan.release(MemCategory::gradients, unsharded_grad_bytes(u) + cast);
+            if (replicate_group >= 0) {
+                // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
+                const std::int32_t rs[] = {done};
+                done = step.collective(CollectiveKind::allreduce, un.shard * reduce_bytes, replicate_group,
+                                       all_reduce_stream, rs, m, u);
+            }
+        } else if (replicate_group >= 0) {
+            // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
+            done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
+                                   all_reduce_stream, after, m, u);
+            plan.alloc(MemCategory::gradients, cast);
+            plan.release(MemCategory::gradients, unsharded_grad_bytes(u) + cast);
+        } else {
+            plan.release(MemCategory::gradients, unsharded_grad_bytes(u));  // one rank: nothing to reduce
+        }
+        if (offload) {
+            // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
+            const std::int32_t deps[] = {done};
+            done = step.copy(Transfer::d2h, 4 * un.shard, d2h_stream, deps, m);
+            plan.tasks.back().bucket = u;
+        }
+        reduced.push_back(done);
+    };
+
+    // Backward order of the pre-backward hooks: by each unit's highest layer.
+    std::vector<int> backward_order;
+    for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
+        const int u = unit_of[static_cast<std::size_t>(l)];
+        if (unit(u).last_layer == l) backward_order.push_back(u);
+    }
+
+    std::vector<std::int32_t> gather(units.size(), -1);
+    for (int m = 0; m < micro_steps; ++m) {
+        const bool sync = m == micro_steps - 1;  // no_sync() on all but the last micro-step
+        // ---- forward (§3.3, §3.4)
+        std::fill(gather.begin(), gather.end(), -1);
+        std::vector<int> order;  // units to all-gather, in pre-forward order: the root (it wraps the model) first
+        for (int u = 0; u < unit_count; ++u)
+            if (needs_gather(u)) order.push_back(u);
+        std::size_t next = 0;
+        auto gather_next = [&](std::int32_t issue_after) {
+            const int u = order[next++];
+            gather[static_cast<std::size_t>(u)] = unshard(m, u, issue_after);
+        };
+        // The root's pre-forward unshards it; forward_prefetch also prefetches the next unit.
+        if (next < order.size() && order[next] == kRoot) gather_next(-1);
+        if (forward_prefetch && next < order.size()) gather_next(-1);
+        std::int32_t entered_first_forward = -1;  // first forward task of the unit entered last
+        std::int32_t last_forward = -1;
+        for (int l = 0; l < static_cast<int>(layer_count); ++l) {
+            const int u = unit_of[static_cast<std::size_t>(l)];
+            const bool entering = unit(u).first_layer == l;
+            if (entering && u != kRoot) {
+                // Pre-forward of unit u. Without forward_prefetch its all-gather is issued
+                // here; the CPU gets here once the previous unit's forward is issued, which
+                // is modelled (§3.4, unverified) as: after the previous unit's first forward task.
+                if (gather[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
+                    DTSIM_ASSERT(next < order.size() && order[next] == u, "units gather in forward order");
+                    gather_next(entered_first_forward);
+                }
+                // forward_prefetch: the next unit's all-gather right after this one's.
+                if (forward_prefetch && next < order.size()) gather_next(-1);
+            }
+            const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1,
+                                         l == 0 ? gather[static_cast<std::size_t>(kRoot)] : -1};
+            const std::int32_t f = step.forward(m, l, deps);
+            if (entering) entered_first_forward = f;
+            last_forward = f;
+            // _post_forward_reshard: FULL_SHARD / HYBRID_SHARD free after forward, except the root.
+            if (unit(u).last_layer == l && u != kRoot && reshard_after_forward &&
+                unsharded[static_cast<std::size_t>(u)])
+                reshard(u, f);
+        }
+
+        // ---- backward (§3.3, §3.4, §3.8)
+        std::fill(gather.begin(), gather.end(), -1);
+        order.clear();
+        for (int u : backward_order)
+            if (needs_gather(u)) order.push_back(u);
+        next = 0;
+        std::int32_t last_compute = last_forward;
+        for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
+            const int u = unit_of[static_cast<std::size_t>(l)];
+            const bool entering = unit(u).last_layer == l;
+            if (entering) {
+                // Pre-backward hook of unit u, issued once the backward before it is.
+                // Without a prefetch the unit all-gathers itself now (NONE; and the
+                // first unit under BACKWARD_POST).
+                if (gather[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
+                    DTSIM_ASSERT(next < order.size() && order[next] == u, "units gather in backward order");
+                    gather_next(last_compute);
+                }
+                // BACKWARD_PRE: the next unit's all-gather right after this unit's,
+                // before its gradient computation.
+                if (prefetch == Prefetch::backward_pre && next < order.size()) gather_next(last_compute);
+            }
+            // A recompute (activation checkpointing) waits for these deps too, so it
+            // adds no all-gather (§3.8).
+            const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1};
+            // The step builder may append a task after the backward (SyncBatchNorm's
+            // all-reduce); memory is attached to, and frees wait for, the latest task.
+            step.backward(m, l, deps);
+            const auto b = static_cast<std::int32_t>(plan.tasks.size()) - 1;
+            if (entering && m == 0) plan.alloc(MemCategory::gradients, unsharded_grad_bytes(u));
+            last_compute = b;
+            if (unit(u).first_layer != l) continue;
+            // Post-backward hook: the unit's gradient is complete. _should_free_in_backward:
+            // sync_gradients or a RESHARD_AFTER_FORWARD strategy.
+            if (unsharded[static_cast<std::size_t>(u)] && (sync || reshard_after_forward)) reshard(u, b);
+            if (sync) reduce(m, u, b);
+            // BACKWARD_POST: the next unit's all-gather once this unit's backward is done
+            // and its reduce-scatter issued.
+            if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(b);
+        }
+    }
+
+    const int last = micro_steps - 1;
+    if (offload)
+        step.host_optimizer(shard_total, cpu_stream, reduced, last);  // the CPU steps once every D2H copy is done
+    else
+        step.optimizer_step(shard_total, reduced, last);  // _post_backward_final_callback waits for every reduction
+
+    int wrapped = 0;
+    for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
+    plan.notes.push_back(fmt::format(
+        "FSDP {}: {} wrapped units + the root ({:.1f} M parameters), flat parameters sharded over {} ranks{}; "
+        "all-gathers in {}, reductions in {}.",
+        knobs.text("sharding_strategy"), wrapped, static_cast<double>(unit(kRoot).numel) / 1e6, shard_ranks,
+        replicate_group >= 0 && sharded ? fmt::format(", the shard all-reduced across {} nodes", topo.nodes) : "",
+        to_string(param_dtype), to_string(reduce_dtype)));
+    if (offload && !sharded)
+        plan.notes.push_back(
+            "cpu_offload with NO_SHARD: the H2D copies of the whole parameters before each forward are not modelled.");
+    if (micro_steps > 1)
+        plan.notes.push_back(
+            "Gradient accumulation uses no_sync(): no reductions before the last micro-step, unsharded gradients "
+            "accumulate in memory.");
+    return plan;
+}
+
+}  // namespace
+
+void register_fsdp(Registry<Strategy>& r) {
+    Strategy s;
+    s.lower = lower_fsdp;
+    s.knobs = {
+        {"sharding_strategy",
+         KnobType::choice,
+         "FULL_SHARD",
+         "ShardingStrategy: what is sharded (parameters, gradients, optimizer state) and over which ranks",
+         {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"},
+         0},
+        {"backward_prefetch",
+         KnobType::choice,
+         "BACKWARD_PRE",
+         "BackwardPrefetch: when the next unit's all-gather is issued in backward (NONE: no prefetch)",
+         {"BACKWARD_PRE", "BACKWARD_POST", "NONE"},
+         0},
+        {"forward_prefetch",
+         KnobType::boolean,
+         "false",
+         "issue the next unit's all-gather before this unit's forward",
+         {},
+         0},
+        {"limit_all_gathers",
+         KnobType::boolean,
+         "true",
+         "rate limiter: at most two pending frees of unsharded parameters before an all-gather is issued",
+         {},
+         0},
+        {"cpu_offload",
+         KnobType::boolean,
+         "false",
+         "CPUOffload(offload_params=True): parameter and gradient shards on the host, optimizer step on the CPU",
+         {},
+         0},
+        {"param_dtype",
+         KnobType::choice,
+         "auto",
+         "MixedPrecision.param_dtype (all-gathers and compute); auto: the --precision's 16-bit type, fp32 without",
+         {"auto", "fp32", "fp16", "bf16"},
+         0},
+        {"reduce_dtype",
+         KnobType::choice,
+         "auto",
+         "MixedPrecision.reduce_dtype (gradient reductions); auto: param_dtype",
+         {"auto", "fp32", "fp16", "bf16"},
+         0},
+        {"auto_wrap_policy",
+         KnobType::choice,
+         "transformer",
+         "units: transformer = one per transformer block, size = consecutive layers up to min_num_params",
+         {"transformer", "size"},
+         0},
+        {"min_num_params",
+         KnobType::number,
+         "1e8",
+         "size_based_auto_wrap_policy's min_num_params (auto_wrap_policy=size)",
+         {},
+         0,
+         true},
+    };
+    r.add("fsdp",
+          "PyTorch FullyShardedDataParallel (FSDP1): per-unit all-gather before use, reduce-scatter after backward, "
+          "prefetching overlapped with compute",
+          s);
+}
 
 }  // namespace dtsim::sim

@@ -1,0 +1,487 @@
+// FSDP (strategy-semantics.md §3, §6, §8): bytes per step, ordering of
+// all-gathers, reductions and offload copies, model-state memory, prefetch and
+// rate-limiter effects, no_sync accumulation, determinism. Expected values are
+// computed here from the workload's layers and the wrapping rules.
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/report.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace dtsim;
+using namespace dtsim::sim;
+
+namespace {
+
+Config fsdp_config(const std::string& model, int nodes, int gpus_per_node) {
+    Config c;
+    c.model = model;
+    c.strategy = "fsdp";
+    c.topology = {nodes, gpus_per_node};
+    c.micro_batch = 1;
+    c.seq_len = 1024;
+    c.precision = Precision::bf16_mixed;
+    return c;
+}
+
+SimResult run(const Config& c) {
+    return simulate(c, calib::load_hardware("h100-sxm"));
+}
+
+// The transformer wrapping rule: one unit per distinct block, in order of first
+// appearance; index 0 (the root) holds the layers outside blocks.
+struct Wrap {
+    std::vector<std::int64_t> numel;  // [0] = root
+    std::vector<int> unit_of;         // by layer
+};
+
+Wrap transformer_units(const models::Workload& w) {
+    Wrap out{{0}, {}};
+    std::map<int, int> by_block;
+    for (const auto& layer : w.layers) {
+        int u = 0;
+        if (layer.block >= 0) {
+            auto [it, inserted] = by_block.emplace(layer.block, static_cast<int>(out.numel.size()));
+            if (inserted) out.numel.push_back(0);
+            u = it->second;
+        }
+        out.unit_of.push_back(u);
+        out.numel[static_cast<std::size_t>(u)] += layer.param_count();
+    }
+    return out;
+}
+
+std::int64_t padded(std::int64_t numel, int n) {
+    return (numel + n - 1) / n * n;
+}
+
+std::int64_t sum_padded(const std::vector<std::int64_t>& numel, int n, std::size_t from = 0) {
+    std::int64_t s = 0;
+    for (std::size_t i = from; i < numel.size(); ++i) s += padded(numel[i], n);
+    return s;
+}
+
+std::int64_t shard_total(const std::vector<std::int64_t>& numel, int n) {
+    return sum_padded(numel, n) / n;
+}
+
+const std::string& stream_name(const SimResult& r, const Task& t) {
+    return r.plan.streams[static_cast<std::size_t>(t.stream)].name;
+}
+
+bool is_fsdp_collective(const SimResult& r, const Task& t) {
+    if (t.kind != TaskKind::collective) return false;
+    const std::string& s = stream_name(r, t);
+    return s == "all-gather" || s == "reduce-scatter" || s == "all-reduce";
+}
+
+struct Traffic {
+    std::int64_t bytes = 0;
+    int count = 0;
+    std::vector<int> group_sizes;
+};
+
+Traffic traffic(const SimResult& r, CollectiveKind kind) {
+    Traffic out;
+    for (const Task& t : r.plan.tasks)
+        if (is_fsdp_collective(r, t) && t.collective == kind) {
+            out.bytes += t.bytes;
+            ++out.count;
+            out.group_sizes.push_back(r.plan.groups[static_cast<std::size_t>(t.group)].size);
+        }
+    return out;
+}
+
+bool all_equal(const std::vector<int>& v, int value) {
+    return std::all_of(v.begin(), v.end(), [&](int x) { return x == value; });
+}
+
+std::int64_t resident(const SimResult& r, MemCategory c) {
+    return r.plan.resident[static_cast<std::size_t>(c)];
+}
+std::int64_t at_peak(const SimResult& r, MemCategory c) {
+    return r.metrics.peak_breakdown[static_cast<std::size_t>(c)];
+}
+
+// Highest value a memory category reaches over the step, replaying the plan's
+// deltas at the scheduled times (frees at a task's end before allocations at
+// the same instant, as the engine does).
+std::int64_t max_over_step(const SimResult& r, MemCategory c) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> events;  // (time, delta)
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i)
+        for (const auto& d : r.plan.memory_of(r.plan.tasks[i]))
+            if (d.category == c && d.bytes != 0)
+                events.emplace_back(d.bytes > 0 ? r.schedule.timings[i].start_ns : r.schedule.timings[i].end_ns,
+                                    d.bytes);
+    std::sort(events.begin(), events.end());  // at equal times negative deltas first
+    std::int64_t now = r.plan.resident[static_cast<std::size_t>(c)], best = now;
+    for (const auto& [time, delta] : events) {
+        now += delta;
+        best = std::max(best, now);
+    }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE("fsdp is registered with torch's knob names and PyTorch >= 2.1 defaults") {
+    const auto& s = strategies().find("fsdp");
+    std::map<std::string, std::string> defaults;
+    for (const auto& k : s.value.knobs) defaults[k.name] = k.default_value;
+    CHECK(defaults["sharding_strategy"] == "FULL_SHARD");
+    CHECK(defaults["backward_prefetch"] == "BACKWARD_PRE");
+    CHECK(defaults["forward_prefetch"] == "false");
+    CHECK(defaults["limit_all_gathers"] == "true");
+    CHECK(defaults["cpu_offload"] == "false");
+    CHECK(defaults["param_dtype"] == "auto");
+    CHECK(defaults["reduce_dtype"] == "auto");
+    CHECK(defaults["auto_wrap_policy"] == "transformer");
+    CHECK(defaults["min_num_params"] == "1e8");
+    Config c = fsdp_config("gpt2", 1, 8);
+    c.knobs = {{"sharding_strategy", "ZERO3"}};
+    CHECK_THROWS_AS(run(c), ConfigError);
+    c.knobs = {{"min_num_params", "1e6"}};  // only meaningful with the size policy
+    CHECK_THROWS_AS(run(c), ConfigError);
+}
+
+TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
+    Config c = fsdp_config("gpt2-xl", 2, 8);
+    const int world = 16;
+
+    SECTION("FULL_SHARD: gather in forward and again in backward (not the root), reduce-scatter once") {
+        c.knobs = {{"reduce_dtype", "fp32"}};
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        REQUIRE(u.numel.size() == 49);  // 48 blocks + the root
+        const Traffic ag = traffic(r, CollectiveKind::allgather);
+        const Traffic rs = traffic(r, CollectiveKind::reduce_scatter);
+        CHECK(ag.bytes == 2 * sum_padded(u.numel, world) * 2 - padded(u.numel[0], world) * 2);
+        CHECK(ag.count == 2 * 48 + 1);
+        CHECK(rs.bytes == sum_padded(u.numel, world) * 4);
+        CHECK(rs.count == 49);
+        CHECK(all_equal(ag.group_sizes, world));
+        CHECK(all_equal(rs.group_sizes, world));
+        CHECK(traffic(r, CollectiveKind::allreduce).count == 0);
+    }
+    SECTION("reduce_dtype follows param_dtype by default") {
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        CHECK(traffic(r, CollectiveKind::reduce_scatter).bytes == sum_padded(u.numel, world) * 2);
+        c.precision = Precision::fp32;
+        SimResult full = run(c);
+        CHECK(traffic(full, CollectiveKind::allgather).bytes ==
+              2 * sum_padded(u.numel, world) * 4 - padded(u.numel[0], world) * 4);
+        CHECK(traffic(full, CollectiveKind::reduce_scatter).bytes == sum_padded(u.numel, world) * 4);
+    }
+    SECTION("SHARD_GRAD_OP gathers once") {
+        c.knobs = {{"sharding_strategy", "SHARD_GRAD_OP"}};
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        CHECK(traffic(r, CollectiveKind::allgather).bytes == sum_padded(u.numel, world) * 2);
+        CHECK(traffic(r, CollectiveKind::allgather).count == 49);
+        CHECK(traffic(r, CollectiveKind::reduce_scatter).bytes == sum_padded(u.numel, world) * 2);
+    }
+    SECTION("NO_SHARD all-reduces each unit's flat gradient and gathers nothing") {
+        c.knobs = {{"sharding_strategy", "NO_SHARD"}};
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        const Traffic ar = traffic(r, CollectiveKind::allreduce);
+        CHECK(ar.bytes == r.workload->param_count() * 2);
+        CHECK(ar.count == static_cast<int>(u.numel.size()));
+        CHECK(all_equal(ar.group_sizes, world));
+        CHECK(traffic(r, CollectiveKind::allgather).count == 0);
+        CHECK(traffic(r, CollectiveKind::reduce_scatter).count == 0);
+    }
+    SECTION("HYBRID_SHARD shards inside the node and all-reduces the shard across nodes") {
+        c.knobs = {{"sharding_strategy", "HYBRID_SHARD"}, {"reduce_dtype", "fp32"}};
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        const int node = 8;
+        const Traffic ag = traffic(r, CollectiveKind::allgather);
+        const Traffic rs = traffic(r, CollectiveKind::reduce_scatter);
+        const Traffic ar = traffic(r, CollectiveKind::allreduce);
+        CHECK(ag.bytes == 2 * sum_padded(u.numel, node) * 2 - padded(u.numel[0], node) * 2);
+        CHECK(rs.bytes == sum_padded(u.numel, node) * 4);
+        CHECK(ar.bytes == shard_total(u.numel, node) * 4);
+        CHECK(ar.count == 49);
+        CHECK(all_equal(ag.group_sizes, node));
+        CHECK(all_equal(rs.group_sizes, node));
+        CHECK(all_equal(ar.group_sizes, 2));
+    }
+    SECTION("_HYBRID_SHARD_ZERO2 gathers once, inside the node") {
+        c.knobs = {{"sharding_strategy", "_HYBRID_SHARD_ZERO2"}};
+        SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        CHECK(traffic(r, CollectiveKind::allgather).bytes == sum_padded(u.numel, 8) * 2);
+        CHECK(traffic(r, CollectiveKind::allreduce).bytes == shard_total(u.numel, 8) * 2);
+    }
+}
+
+TEST_CASE("fsdp size_based_auto_wrap_policy groups consecutive layers up to min_num_params") {
+    Config c = fsdp_config("gpt2-medium", 1, 8);
+    c.knobs = {{"auto_wrap_policy", "size"}, {"min_num_params", "3e7"}, {"reduce_dtype", "fp32"}};
+    SimResult r = run(c);
+    // Greedy grouping; the layers left over form the root.
+    std::vector<std::int64_t> expected;
+    std::int64_t sum = 0;
+    for (const auto& layer : r.workload->layers) {
+        sum += layer.param_count();
+        if (sum >= 30'000'000) {
+            expected.push_back(padded(sum, 8) * 4);
+            sum = 0;
+        }
+    }
+    if (sum > 0) expected.push_back(padded(sum, 8) * 4);
+    REQUIRE(expected.size() > 5);
+    std::vector<std::int64_t> got;
+    for (const Task& t : r.plan.tasks)
+        if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::reduce_scatter) got.push_back(t.bytes);
+    std::sort(expected.begin(), expected.end());
+    std::sort(got.begin(), got.end());
+    CHECK(got == expected);
+}
+
+TEST_CASE("fsdp ordering: gathers before use, reductions after the gradient, the step after every reduction") {
+    for (bool offload : {false, true})
+        for (bool checkpointing : {false, true}) {
+            CAPTURE(offload, checkpointing);
+            Config c = fsdp_config("gpt2-large", 2, 8);
+            c.micro_batch = 2;
+            c.activation_checkpointing = checkpointing;
+            if (offload) c.knobs = {{"cpu_offload", "true"}};
+            SimResult r = run(c);
+            const Wrap u = transformer_units(*r.workload);
+            const auto& tasks = r.plan.tasks;
+            const auto& at = r.schedule.timings;
+            // The latest all-gather of each unit issued so far, and the unit's latest forward task.
+            std::vector<int> latest_gather(u.numel.size(), -1), latest_forward(u.numel.size(), -1);
+            std::vector<int> last_backward_of_unit(u.numel.size(), -1);
+            int last_reduction_end_task = -1;
+            std::int64_t last_reduction_end = 0, last_d2h_end = 0;
+            int checked_compute = 0, checked_rs = 0, checked_h2d = 0;
+            for (std::size_t i = 0; i < tasks.size(); ++i) {
+                const Task& t = tasks[i];
+                if (t.kind == TaskKind::collective && t.collective == CollectiveKind::allgather) {
+                    latest_gather[static_cast<std::size_t>(t.bucket)] = static_cast<int>(i);
+                    if (offload) {
+                        // Its H2D copy of the fp32 shard is the copy issued just before it, for the same unit.
+                        REQUIRE(i > 0);
+                        const Task& copy = tasks[i - 1];
+                        REQUIRE(copy.transfer == Transfer::h2d);
+                        CHECK(copy.bucket == t.bucket);
+                        CHECK(at[i - 1].end_ns <= at[i].start_ns);
+                        ++checked_h2d;
+                    }
+                }
+                if (t.kind == TaskKind::compute && t.layer >= 0) {
+                    const auto unit = static_cast<std::size_t>(u.unit_of[static_cast<std::size_t>(t.layer)]);
+                    const int g = latest_gather[unit];
+                    REQUIRE(g >= 0);
+                    CHECK(at[static_cast<std::size_t>(g)].end_ns <= at[i].start_ns);
+                    CHECK(tasks[static_cast<std::size_t>(g)].micro_step == t.micro_step);
+                    // FULL_SHARD frees a child after forward: backward uses a second gather.
+                    if (t.phase != Phase::forward && unit != 0) CHECK(g > latest_forward[unit]);
+                    if (t.phase == Phase::forward) latest_forward[unit] = static_cast<int>(i);
+                    if (t.phase == Phase::backward) last_backward_of_unit[unit] = static_cast<int>(i);
+                    ++checked_compute;
+                }
+                if (t.kind == TaskKind::collective && t.collective == CollectiveKind::reduce_scatter) {
+                    // After the unit's last backward task (its lowest layer's, issued just before).
+                    const int b = last_backward_of_unit[static_cast<std::size_t>(t.bucket)];
+                    REQUIRE(b >= 0);
+                    CHECK(
+                        tasks[static_cast<std::size_t>(b)].layer ==
+                        static_cast<int>(std::find(u.unit_of.begin(), u.unit_of.end(), t.bucket) - u.unit_of.begin()));
+                    CHECK(at[static_cast<std::size_t>(b)].end_ns <= at[i].start_ns);
+                    ++checked_rs;
+                }
+                if (is_fsdp_collective(r, t) && t.collective != CollectiveKind::allgather &&
+                    at[i].end_ns >= last_reduction_end) {
+                    last_reduction_end = at[i].end_ns;
+                    last_reduction_end_task = static_cast<int>(i);
+                }
+                if (t.transfer == Transfer::d2h) last_d2h_end = std::max(last_d2h_end, at[i].end_ns);
+            }
+            CHECK(checked_compute > 0);
+            CHECK(checked_rs == static_cast<int>(u.numel.size()));
+            CHECK(checked_h2d == (offload ? 2 * static_cast<int>(u.numel.size()) - 1 : 0));
+            REQUIRE(last_reduction_end_task >= 0);
+            int steps = 0;
+            for (std::size_t i = 0; i < tasks.size(); ++i) {
+                if (tasks[i].phase != Phase::optimizer) continue;
+                ++steps;
+                CHECK(at[i].start_ns >= last_reduction_end);
+                CHECK(tasks[i].kind == (offload ? TaskKind::host_compute : TaskKind::compute));
+                if (offload) CHECK(at[i].start_ns >= last_d2h_end);
+            }
+            CHECK(steps == 1);
+            if (offload) {
+                CHECK(r.metrics.d2h_bytes == 4 * shard_total(u.numel, 16));
+                // FULL_SHARD unshards every child twice and the root once.
+                CHECK(r.metrics.h2d_bytes == 4 * (2 * shard_total(u.numel, 16) - padded(u.numel[0], 16) / 16));
+            }
+        }
+}
+
+TEST_CASE("fsdp model states: 16 bytes per owned parameter (§3.9, §8)") {
+    const auto sharded_states = [](const SimResult& r, int n) {
+        return 16 * shard_total(transformer_units(*r.workload).numel, n);
+    };
+    SECTION("FULL_SHARD over 16 ranks: 16 Psi / N from padded units") {
+        SimResult r = run(fsdp_config("gpt2-xl", 2, 8));
+        const std::int64_t owned = shard_total(transformer_units(*r.workload).numel, 16);
+        CHECK(resident(r, MemCategory::parameters) == 4 * owned);
+        CHECK(resident(r, MemCategory::gradients) == 4 * owned);
+        CHECK(resident(r, MemCategory::optimizer_states) == 8 * owned);
+        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::gradients) +
+                  resident(r, MemCategory::optimizer_states) ==
+              sharded_states(r, 16));
+        CHECK(at_peak(r, MemCategory::parameters) == 4 * owned);
+        CHECK(at_peak(r, MemCategory::optimizer_states) == 8 * owned);
+        CHECK(at_peak(r, MemCategory::gradients) >= 4 * owned);
+        // The unsharded bf16 parameters replace autocast's weight copies.
+        CHECK(at_peak(r, MemCategory::other) == 0);
+        CHECK(max_over_step(r, MemCategory::gathered) > 0);
+    }
+    SECTION("HYBRID_SHARD shards over the node") {
+        Config c = fsdp_config("gpt2-xl", 2, 8);
+        c.knobs = {{"sharding_strategy", "HYBRID_SHARD"}};
+        SimResult r = run(c);
+        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::gradients) +
+                  resident(r, MemCategory::optimizer_states) ==
+              sharded_states(r, 8));
+    }
+    SECTION("NO_SHARD keeps 16 Psi") {
+        Config c = fsdp_config("gpt2-xl", 2, 8);
+        c.knobs = {{"sharding_strategy", "NO_SHARD"}};
+        SimResult r = run(c);
+        const std::int64_t psi = r.workload->param_count();
+        CHECK(resident(r, MemCategory::parameters) == 4 * psi);
+        CHECK(resident(r, MemCategory::gradients) == 4 * psi);
+        CHECK(resident(r, MemCategory::optimizer_states) == 8 * psi);
+        CHECK(max_over_step(r, MemCategory::gathered) == 0);
+    }
+    SECTION("SGD keeps no optimizer state") {
+        Config c = fsdp_config("gpt2-xl", 2, 8);
+        c.optimizer = OptimizerKind::sgd;
+        SimResult r = run(c);
+        CHECK(resident(r, MemCategory::optimizer_states) == 0);
+        CHECK(resident(r, MemCategory::parameters) == 4 * shard_total(transformer_units(*r.workload).numel, 16));
+    }
+    SECTION("cpu_offload moves every model state to the host") {
+        Config c = fsdp_config("gpt2-xl", 2, 8);
+        c.knobs = {{"cpu_offload", "true"}};
+        SimResult r = run(c);
+        for (MemCategory m : {MemCategory::parameters, MemCategory::gradients, MemCategory::optimizer_states})
+            CHECK(resident(r, m) == 0);
+        // Only the transient unsharded gradients remain on the device.
+        CHECK(at_peak(r, MemCategory::parameters) == 0);
+        CHECK(at_peak(r, MemCategory::optimizer_states) == 0);
+        CHECK(r.metrics.host_memory_bytes >= sharded_states(r, 16));
+        CHECK(r.metrics.host_compute_s > 0);
+    }
+    SECTION("SHARD_GRAD_OP holds every unit's unsharded parameters from forward to backward") {
+        Config c = fsdp_config("gpt2-xl", 2, 8);
+        c.knobs = {{"sharding_strategy", "SHARD_GRAD_OP"}};
+        SimResult r = run(c);
+        CHECK(max_over_step(r, MemCategory::gathered) == sum_padded(transformer_units(*r.workload).numel, 16) * 2);
+        SimResult full = run(fsdp_config("gpt2-xl", 2, 8));
+        CHECK(max_over_step(full, MemCategory::gathered) < max_over_step(r, MemCategory::gathered) / 4);
+    }
+    SECTION("llama2-70b FULL_SHARD on 8 GPUs does not fit") {
+        Config c = fsdp_config("llama2-70b", 1, 8);
+        SimResult r = run(c);
+        CHECK(r.metrics.peak_memory_bytes >= 16 * r.workload->param_count() / 8);
+        CHECK_FALSE(r.metrics.fits);
+    }
+}
+
+TEST_CASE("fsdp prefetch and the rate limiter (§3.4, §3.5)") {
+    Config c = fsdp_config("gpt2-xl", 2, 8);
+    c.micro_batch = 8;
+    SimResult pre = run(c);
+    SECTION("limit_all_gathers=false can only raise peak gathered memory") {
+        for (bool forward_prefetch : {false, true})
+            for (const char* backward : {"BACKWARD_PRE", "BACKWARD_POST", "NONE"}) {
+                CAPTURE(forward_prefetch, backward);
+                Config k = c;
+                k.knobs = {{"forward_prefetch", forward_prefetch ? "true" : "false"}, {"backward_prefetch", backward}};
+                const std::int64_t limited = max_over_step(run(k), MemCategory::gathered);
+                k.knobs.emplace_back("limit_all_gathers", "false");
+                CHECK(max_over_step(run(k), MemCategory::gathered) >= limited);
+            }
+        // With forward_prefetch nothing but the limiter holds the all-gathers back.
+        Config k = c;
+        k.knobs = {{"forward_prefetch", "true"}, {"limit_all_gathers", "false"}};
+        const std::int64_t unlimited = max_over_step(run(k), MemCategory::gathered);
+        k.knobs = {{"forward_prefetch", "true"}};
+        CHECK(unlimited > max_over_step(run(k), MemCategory::gathered));
+    }
+    SECTION("backward_prefetch NONE exposes the backward all-gathers") {
+        Config k = c;
+        k.knobs = {{"backward_prefetch", "NONE"}};
+        SimResult none = run(k);
+        CHECK(none.metrics.step_time_s > pre.metrics.step_time_s);
+        CHECK(none.metrics.exposed_comm_s > pre.metrics.exposed_comm_s);
+        CHECK(max_over_step(none, MemCategory::gathered) <= max_over_step(pre, MemCategory::gathered));
+    }
+    SECTION("forward_prefetch is not slower") {
+        Config k = c;
+        k.knobs = {{"forward_prefetch", "true"}};
+        CHECK(run(k).metrics.step_time_s <= pre.metrics.step_time_s);
+    }
+}
+
+TEST_CASE("fsdp gradient accumulation under no_sync (§3.3, §6)") {
+    Config c = fsdp_config("gpt2-large", 2, 8);
+    SimResult one = run(c);
+    c.grad_accum = 3;
+    SimResult three = run(c);
+    const Wrap u = transformer_units(*three.workload);
+    const std::int64_t owned = shard_total(u.numel, 16);
+    // One reduction per step, in the last micro-step.
+    CHECK(traffic(three, CollectiveKind::reduce_scatter).bytes == traffic(one, CollectiveKind::reduce_scatter).bytes);
+    for (const Task& t : three.plan.tasks)
+        if (is_fsdp_collective(three, t) && t.collective == CollectiveKind::reduce_scatter) CHECK(t.micro_step == 2);
+    // FULL_SHARD still gathers in every micro-step.
+    CHECK(traffic(three, CollectiveKind::allgather).bytes == 3 * traffic(one, CollectiveKind::allgather).bytes);
+    // The unsharded bf16 gradients of every unit accumulate on top of the fp32 shard.
+    CHECK(max_over_step(three, MemCategory::gradients) >= 4 * owned + sum_padded(u.numel, 16) * 2);
+    CHECK(max_over_step(one, MemCategory::gradients) < 4 * owned + sum_padded(u.numel, 16) * 2);
+    CHECK(three.metrics.peak_memory_bytes > one.metrics.peak_memory_bytes);
+
+    SECTION("SHARD_GRAD_OP keeps the parameters unsharded across micro-steps: gathers only in the first") {
+        c.knobs = {{"sharding_strategy", "SHARD_GRAD_OP"}};
+        SimResult r = run(c);
+        const Traffic ag = traffic(r, CollectiveKind::allgather);
+        CHECK(ag.count == static_cast<int>(u.numel.size()));
+        CHECK(ag.bytes == sum_padded(u.numel, 16) * 2);
+        for (const Task& t : r.plan.tasks)
+            if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::allgather) CHECK(t.micro_step == 0);
+    }
+}
+
+TEST_CASE("fsdp is deterministic: byte-identical reports") {
+    Config c = fsdp_config("gpt2-large", 4, 8);
+    c.grad_accum = 2;
+    c.knobs = {{"sharding_strategy", "HYBRID_SHARD"}, {"forward_prefetch", "true"}, {"cpu_offload", "true"}};
+    const auto cal = calib::load_hardware("h100-sxm");
+    const std::string a = report_json(simulate(c, cal), c, cal).dump(2);
+    const std::string b = report_json(simulate(c, cal), c, cal).dump(2);
+    CHECK(a == b);
+}
+
+TEST_CASE("fsdp on one rank runs as NO_SHARD without collectives") {
+    Config c = fsdp_config("gpt2", 1, 1);
+    SimResult r = run(c);
+    CHECK(r.metrics.collectives.empty());
+    CHECK(resident(r, MemCategory::parameters) == 4 * r.workload->param_count());
+}
