@@ -21,7 +21,7 @@ void line(std::string& out, fmt::format_string<Args...> format, Args&&... args) 
 std::string breakdown_line(const sim::MemoryBreakdown& b) {
     std::vector<std::pair<std::int64_t, std::string>> parts;
     for (int c = 0; c < sim::kMemCategories; ++c)
-        if (b[static_cast<std::size_t>(c)] > 0)
+        if (b[static_cast<std::size_t>(c)] > 0 && !sim::is_host(static_cast<MemCategory>(c)))
             parts.emplace_back(b[static_cast<std::size_t>(c)], std::string(to_string(static_cast<MemCategory>(c))));
     std::stable_sort(parts.begin(), parts.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
     std::vector<std::string> text;
@@ -44,9 +44,9 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
          to_string(config.precision), to_string(config.optimizer));
     line(out, "");
     line(out, "  Step time          {}{}", format_seconds(m.step_time_s),
-         extras.phases.size() > 1 ? fmt::format("   ({})", extras.phases.front().label) : "");
+         extras.phases.size() > 1 ? fmt::format("   {}", extras.phases.front().label) : "");
     for (std::size_t i = 1; i < extras.phases.size(); ++i)
-        line(out, "                     {}   ({}{})", format_seconds(extras.phases[i].step_time_s),
+        line(out, "                     {}   {}{}", format_seconds(extras.phases[i].step_time_s),
              extras.phases[i].label,
              extras.phases[i].weight > 0 ? fmt::format(", {:.0f} % of steps", extras.phases[i].weight * 100) : "");
     if (extras.phases.size() > 1 && extras.average_step_time_s != m.step_time_s)

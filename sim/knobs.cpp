@@ -79,8 +79,17 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
 bool Knobs::applies(const std::string& name) const {
     for (const auto& [knob, cond] : conditions_)
         if (knob == name) {
+            // "key=a|b": the knob applies when `key` is any of the listed values.
             const auto eq = cond.find('=');
-            return text(cond.substr(0, eq)) == cond.substr(eq + 1);
+            const std::string_view wanted = text(cond.substr(0, eq));
+            std::string_view values = std::string_view(cond).substr(eq + 1);
+            while (!values.empty()) {
+                const auto bar = values.find('|');
+                if (values.substr(0, bar) == wanted) return true;
+                if (bar == std::string_view::npos) break;
+                values.remove_prefix(bar + 1);
+            }
+            return false;
         }
     return true;
 }

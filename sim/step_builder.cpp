@@ -56,7 +56,7 @@ bool StepBuilder::checkpointed(int layer) const {
 std::int64_t StepBuilder::autocast_copy_bytes(int layer) const {
     // Autocast casts each weight to the compute dtype once per forward and
     // autograd keeps that copy for backward (strategy-semantics.md §6).
-    return mixed_precision()
+    return autocast_ && mixed_precision()
                ? w_.layers[static_cast<std::size_t>(layer)].param_count() * dtype_bytes(w_.activation_dtype)
                : 0;
 }

@@ -241,6 +241,13 @@ void register_ddp(Registry<Strategy>& r) {
     // Each hook's own knobs, accepted only together with that hook.
     for (const auto& h : comm_hooks().entries())
         for (auto k : h.value.knobs) {
+            // A knob several hooks share (PowerSGD's and batched PowerSGD's) is declared once.
+            auto same =
+                std::find_if(s.knobs.begin(), s.knobs.end(), [&](const KnobSpec& x) { return x.name == k.name; });
+            if (same != s.knobs.end()) {
+                same->applies_when += "|" + h.name;
+                continue;
+            }
             k.description = fmt::format("[{}] {}", h.name, k.description);
             k.applies_when = "comm_hook=" + h.name;
             s.knobs.push_back(std::move(k));

@@ -47,3 +47,11 @@ TEST_CASE("a conditional knob applies only when its condition holds, and is an e
     CHECK_THROWS_WITH(Knobs("s", specs(), {{"fancy_level", "3"}}),
                       Catch::Contains("fancy_level") && Catch::Contains("mode=fancy") && Catch::Contains("plain"));
 }
+
+TEST_CASE("a condition may list several values") {
+    std::vector<KnobSpec> s = specs();
+    s[2].applies_when = "mode=fancy|plain";
+    CHECK(Knobs("s", s, {{"fancy_level", "2"}}).applies("fancy_level"));
+    s[2].applies_when = "mode=fancy|odd";
+    CHECK_THROWS(Knobs("s", s, {{"fancy_level", "2"}}));
+}

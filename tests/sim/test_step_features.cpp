@@ -124,7 +124,7 @@ TEST_CASE("SyncBatchNorm adds a forward all-gather and a backward all-reduce per
     CHECK(synced.metrics.step_time_s > plain.metrics.step_time_s);
 }
 
-TEST_CASE("Lightning names map to strategies and knobs; the user's --set still wins") {
+TEST_CASE("Lightning names map to strategies and knobs, and the user's --set still wins") {
     Config c;
     c.strategy = "deepspeed_stage_3_offload";
     c.knobs = {{"offload_param", "none"}};

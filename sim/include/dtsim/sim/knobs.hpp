@@ -18,8 +18,9 @@ struct KnobSpec {
     std::vector<std::string> choices;  // KnobType::choice
     double min_value = 0;              // KnobType::number: lower bound
     bool min_exclusive = false;        // the bound itself is invalid (sizes must be > 0)
-    // "key=value": the knob means something only when knob `key` has that value
-    // (a hook's knobs, offload settings). Setting it otherwise is an error.
+    // "key=value" or "key=a|b": the knob means something only when knob `key`
+    // has one of those values (a hook's knobs, offload settings). Setting it
+    // otherwise is an error.
     std::string applies_when = {};
 };
 

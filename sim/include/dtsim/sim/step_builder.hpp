@@ -64,6 +64,9 @@ public:
     std::int32_t optimizer_step(std::int64_t parameters, Deps deps, int m);
 
     bool checkpointed(int layer) const;
+    // Strategies whose model already is in the compute dtype (DeepSpeed bf16/fp16)
+    // run without torch.autocast and make no low-precision weight copies.
+    void set_autocast(bool on) { autocast_ = on; }
     bool mixed_precision() const { return c_.precision != Precision::fp32; }
 
 private:
@@ -81,7 +84,8 @@ private:
     std::vector<int> segment_first_, segment_last_;
     std::vector<std::int64_t> segment_input_bytes_;  // by segment's first layer
     std::int64_t autocast_cache_bytes_ = 0;          // checkpointed forwards' casts, freed when forward ends
-    std::int32_t compute_barrier_ = -1;              // the next compute task waits for it (SyncBatchNorm)
+    std::int32_t compute_barrier_ = -1;
+    bool autocast_ = true;  // the next compute task waits for it (SyncBatchNorm)
 };
 
 }  // namespace dtsim::sim
