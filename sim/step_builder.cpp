@@ -81,8 +81,11 @@ bool StepBuilder::sync_batchnorm(int layer) const {
 
 std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
     Task t{.kind = TaskKind::compute, .phase = Phase::forward, .stream = compute_, .micro_step = m, .layer = layer};
-    std::vector<std::int32_t> forward_deps(deps.begin(), deps.end());
-    if (sync_batchnorm(layer)) {
+    std::int32_t id;
+    if (!sync_batchnorm(layer)) {
+        id = add_compute(t, deps);
+    } else {
+        std::vector<std::int32_t> forward_deps(deps.begin(), deps.end());
         // SyncBatchNorm's forward all-gathers each rank's mean, invstd and count
         // (2C + 1 floats) before normalising; buffers are 2C fp32 + an int64.
         const std::int64_t channels = (w_.layers[static_cast<std::size_t>(layer)].buffer_bytes - 8) / 8;
@@ -90,8 +93,8 @@ std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
         const std::int32_t after[] = {plan_.tasks.empty() ? -1 : static_cast<std::int32_t>(plan_.tasks.size()) - 1};
         forward_deps.push_back(collective(CollectiveKind::allgather, bytes, world_group(),
                                           stream("sync_batchnorm", TaskKind::collective), after, m));
+        id = add_compute(t, forward_deps);
     }
-    const std::int32_t id = add_compute(t, forward_deps);
     const auto& l = w_.layers[static_cast<std::size_t>(layer)];
     if (!checkpointed(layer)) {
         plan_.alloc(MemCategory::activations, l.saved_activation_bytes);
@@ -114,7 +117,7 @@ std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
 std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fused_bytes) {
     const auto idx = static_cast<std::size_t>(layer);
     const auto& l = w_.layers[idx];
-    std::vector<std::int32_t> backward_deps(deps.begin(), deps.end());
+    std::int32_t recomputed = -1;  // under checkpointing, backward follows the recompute instead of `deps`
     if (checkpointed(layer) && segment_last_[idx] == layer) {
         // Recompute the segment's forward, saving its activations this time (§6).
         std::int32_t previous = -1;
@@ -125,11 +128,12 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
             plan_.alloc(MemCategory::activations, w_.layers[static_cast<std::size_t>(r)].saved_activation_bytes);
             plan_.alloc(MemCategory::other, autocast_copy_bytes(r));
         }
-        backward_deps = {previous};
+        recomputed = previous;
     }
     Task t{.kind = TaskKind::compute, .phase = Phase::backward, .stream = compute_, .micro_step = m, .layer = layer};
     t.bytes = fused_bytes;
-    const std::int32_t id = add_compute(t, backward_deps);
+    const std::int32_t after_recompute[] = {recomputed};
+    const std::int32_t id = add_compute(t, recomputed >= 0 ? Deps(after_recompute) : deps);
     plan_.release(MemCategory::activations, l.saved_activation_bytes);
     plan_.release(MemCategory::other, autocast_copy_bytes(layer));
     if (checkpointed(layer) && segment_first_[idx] == layer)
