@@ -114,16 +114,38 @@ TEST_CASE("a configuration that does not fit still prints its JSON report, with 
     CHECK_THAT(bf16.err, !Catch::Contains("--precision bf16-mixed"));
 }
 
-TEST_CASE("simulate --format json matches the golden file") {
-    Run r = run_dtsim(kGoldenArgs);
-    REQUIRE(r.exit_code == 0);
-    const fs::path golden = fs::path(DTSIM_SOURCE_DIR) / "tests/golden/simulate_gpt2_ddp.json";
-    if (std::getenv("DTSIM_UPDATE_GOLDEN")) {
-        std::ofstream(golden, std::ios::binary) << r.out;
-        WARN("updated " << golden);
+// One fixed scenario per strategy (and per hook and offload path); every change
+// of a prediction shows up here. Update with DTSIM_UPDATE_GOLDEN=1 and review the diff.
+TEST_CASE("simulate --format json matches the golden files") {
+    const std::string common =
+        "--model gpt2 --hardware a100-sxm --nodes 2 --gpus-per-node 4 --micro-batch 4 "
+        "--seq-len 512 --precision bf16-mixed --format json ";
+    const std::pair<const char*, std::string> scenarios[] = {
+        {"simulate_gpt2_ddp", kGoldenArgs},
+        {"ddp_ckpt_accum", "simulate " + common + "--activation-checkpointing --grad-accum 2"},
+        {"ddp_fp16_compress", "simulate " + common + "--set comm_hook=fp16_compress"},
+        {"ddp_powersgd", "simulate " + common + "--set comm_hook=powerSGD --set matrix_approximation_rank=4"},
+        {"ddp_post_local_sgd", "simulate " + common + "--set comm_hook=post_localSGD"},
+        {"resnet50_syncbn",
+         "simulate --model resnet50 --hardware a100-sxm --nodes 2 --gpus-per-node 4 "
+         "--micro-batch 32 --precision bf16-mixed --sync-batchnorm --format json"},
+        {"fsdp_full_shard", "simulate " + common + "--strategy fsdp"},
+        {"fsdp_hybrid_offload",
+         "simulate " + common + "--strategy fsdp --set sharding_strategy=HYBRID_SHARD --set cpu_offload=true"},
+        {"fsdp_shard_grad_op", "simulate " + common + "--strategy fsdp --set sharding_strategy=SHARD_GRAD_OP"},
+        {"zero1", "simulate " + common + "--strategy deepspeed_stage_1"},
+        {"zero2_offload", "simulate " + common + "--strategy deepspeed_stage_2_offload"},
+        {"zero3", "simulate " + common + "--strategy deepspeed --set stage=3"},
+        {"zero3_offload_nvme", "simulate " + common + "--strategy deepspeed_stage_3_offload_nvme"},
+    };
+    for (const auto& [name, args] : scenarios) {
+        INFO(name << ": dtsim " << args);
+        Run r = run_dtsim(args);
+        REQUIRE(r.exit_code == 0);
+        const fs::path golden = fs::path(DTSIM_SOURCE_DIR) / "tests/golden" / (std::string(name) + ".json");
+        if (std::getenv("DTSIM_UPDATE_GOLDEN")) std::ofstream(golden, std::ios::binary) << r.out;
+        CHECK(r.out == read_text(golden));
     }
-    // Every change of the model's prediction is noticed here; update with DTSIM_UPDATE_GOLDEN=1.
-    CHECK(r.out == read_text(golden));
 }
 
 TEST_CASE("the JSON output has every documented field") {
