@@ -181,6 +181,23 @@ TEST_CASE("README: ./dtsim demo and the simulate example with its trace") {
     CHECK(trace["traceEvents"].size() > 100);
 }
 
+TEST_CASE("README: the strategy examples run") {
+    const std::string examples = (fs::path(DTSIM_SOURCE_DIR) / "examples").string();
+    const std::string commands[] = {
+        "simulate --model llama2-7b --nodes 2 --micro-batch 2 --precision bf16-mixed --strategy fsdp "
+        "--set sharding_strategy=HYBRID_SHARD",
+        "simulate --model llama2-7b --nodes 2 --micro-batch 2 --strategy " + examples + "/ds_zero3_offload.json",
+        "simulate --model gpt2-xl --nodes 4 --micro-batch 4 --precision bf16-mixed --set comm_hook=powerSGD "
+        "--set matrix_approximation_rank=4",
+    };
+    for (const auto& c : commands) {
+        INFO(c);
+        Run r = run_dtsim(c);
+        CHECK(r.exit_code == 0);
+        CHECK_THAT(r.out, Catch::Contains("Step time"));
+    }
+}
+
 TEST_CASE("a failing run leaves an existing trace file untouched") {
     const fs::path trace = scratch_dir() / "keep.json";
     std::ofstream(trace) << "previous trace";
