@@ -224,7 +224,9 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 ns = collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]);
                 break;
             case TaskKind::copy: ns = copy_ns(t.transfer, t.bytes, t.pinned); break;
-            case TaskKind::host_compute: ns = host_optimizer_ns(t.elements); break;
+            case TaskKind::host_compute:
+                ns = t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns) : host_optimizer_ns(t.elements);
+                break;
             case TaskKind::io: ns = nvme_ns(t.transfer, t.bytes); break;
         }
         out[i] = static_cast<std::int64_t>(std::llround(ns));

@@ -190,6 +190,12 @@ std::int32_t StepBuilder::host_optimizer(std::int64_t parameters, int stream_ind
     return add(t, deps);
 }
 
+std::int32_t StepBuilder::host_task(std::int64_t duration_ns, int stream_index, Deps deps, int m) {
+    Task t{.kind = TaskKind::host_compute, .phase = Phase::communication, .stream = stream_index, .micro_step = m};
+    t.fixed_ns = duration_ns;
+    return add(t, deps);
+}
+
 std::int32_t StepBuilder::nvme(Transfer direction, std::int64_t bytes, int stream_index, Deps deps, int m) {
     DTSIM_ASSERT(direction == Transfer::nvme_read || direction == Transfer::nvme_write, "NVMe reads or writes");
     Task t{.kind = TaskKind::io, .phase = Phase::transfer, .stream = stream_index, .micro_step = m};

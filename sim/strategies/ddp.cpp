@@ -43,6 +43,19 @@ std::vector<ParamRef> params_by_index(const models::Workload& w) {
     return out;
 }
 
+// Autograd nodes a graph search visits: one per forward op and one
+// AccumulateGrad per parameter.
+std::int64_t autograd_nodes(const models::Workload& w) {
+    std::int64_t n = 0;
+    for (const auto& l : w.layers) n += static_cast<std::int64_t>(l.forward.size() + l.params.size());
+    return n;
+}
+
+// The CPU cost of visiting one autograd node in search_unused_parameters: a
+// modelling constant (strategy-semantics.md §1.7 gives the O(nodes) shape, not
+// the constant; unverified, about a microsecond per node of C++ traversal).
+constexpr std::int64_t kGraphSearchNsPerNode = 1000;
+
 // Reducer buckets for this iteration (§1.2): iteration 1 (and 2 with
 // static_graph) has one bucket; later iterations are rebuilt in gradient
 // arrival order, unless find_unused_parameters keeps the initial assignment.
@@ -148,16 +161,29 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         // Buffers are broadcast when the previous forward synced: the first micro-step only (§1.8).
         if (m == 0 && distributed && knobs.boolean("broadcast_buffers") && w.buffer_bytes() > 0)
             broadcast = step.collective(CollectiveKind::broadcast, w.buffer_bytes(), world, nccl, {}, m);
+        std::int32_t second_last_forward = -1, last_forward = -1;
         for (int l = 0; l < step.layers(); ++l) {
             const std::int32_t deps[] = {l == 0 ? broadcast : -1};
-            step.forward(m, l, deps);
+            second_last_forward = last_forward;
+            last_forward = step.forward(m, l, deps);
+        }
+        // find_unused_parameters: prepare_for_backward searches the autograd graph
+        // on the CPU at the end of every synced forward (§1.7); backward cannot be
+        // issued before it ends. The CPU runs ahead of the GPU, so it starts about
+        // when the last forward kernel starts.
+        std::int32_t graph_search = -1;
+        if (find_unused && sync && distributed) {
+            const std::int32_t after[] = {second_last_forward};
+            graph_search = step.host_task(autograd_nodes(w) * kGraphSearchNsPerNode,
+                                          step.stream("cpu", TaskKind::host_compute), after, m);
         }
         std::size_t next_bucket = 0;
         for (int li = step.layers() - 1; li >= 0; --li) {
             const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(li)].param_count() * kGradBytes;
+            const std::int32_t search[] = {li == step.layers() - 1 ? graph_search : -1};
             // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
             backward_task[static_cast<std::size_t>(li)] =
-                step.backward(m, li, {}, sync && distributed ? 2 * grad_bytes : 0);
+                step.backward(m, li, search, sync && distributed ? 2 * grad_bytes : 0);
             if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
             if (!sync || !distributed) continue;
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).

@@ -120,3 +120,28 @@ TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, bef
     c.knobs = {{"broadcast_buffers", "false"}};
     for (const auto& col : simulate(c, cal).metrics.collectives) CHECK(col.kind != CollectiveKind::broadcast);
 }
+
+TEST_CASE("find_unused_parameters searches the autograd graph on the CPU before backward, every step") {
+    const auto cal = calib::load_hardware("a100-sxm");
+    Config c = gpt2_config();
+    SimResult plain = simulate(c, cal);
+    c.knobs = {{"find_unused_parameters", "true"}};
+    SimResult searched = simulate(c, cal);
+    std::int64_t nodes = 0;
+    for (const auto& l : searched.workload->layers)
+        nodes += static_cast<std::int64_t>(l.forward.size() + l.params.size());
+    int searches = 0;
+    for (std::size_t i = 0; i < searched.plan.tasks.size(); ++i) {
+        const Task& t = searched.plan.tasks[i];
+        if (t.kind != TaskKind::host_compute) continue;
+        ++searches;
+        CHECK(searched.duration_ns[i] == nodes * 1000);  // one traversal step per autograd node
+        for (std::size_t j = 0; j < searched.plan.tasks.size(); ++j)
+            if (searched.plan.tasks[j].phase == Phase::backward) {
+                CHECK(searched.schedule.timings[j].start_ns >= searched.schedule.timings[i].end_ns);
+                break;
+            }
+    }
+    CHECK(searches == 1);
+    for (const auto& t : plain.plan.tasks) CHECK(t.kind != TaskKind::host_compute);
+}

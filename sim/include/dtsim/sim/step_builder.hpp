@@ -57,6 +57,8 @@ public:
                       int launches = 0);
     std::int32_t copy(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m, bool pinned = true);
     std::int32_t host_optimizer(std::int64_t parameters, int stream, Deps deps, int m);
+    // Fixed CPU work (graph traversals, Python-side bookkeeping) of `duration_ns`.
+    std::int32_t host_task(std::int64_t duration_ns, int stream, Deps deps, int m);
     std::int32_t nvme(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m);
 
     // The optimizer step on the device over `parameters` (Adam: 28 B moved per
