@@ -167,14 +167,20 @@ std::int32_t vanilla(HookContext& ctx, const HookBucket& bucket, std::int32_t re
     return k.allreduce(elements * element_bytes, bucket.index);
 }
 
-std::int32_t powersgd_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+// What both PowerSGD hooks share: the optional fp16/bf16 wrapper around them
+// and the vanilla allreduce before start_powerSGD_iter. `compress` emits the
+// hook proper after `start` and returns its last task.
+template <class Compress>
+std::int32_t powersgd_frame(HookContext& ctx, const HookBucket& bucket, std::int32_t ready, Compress compress) {
     const Settings s = settings(ctx.knobs);
-    const std::int64_t e = s.element_bytes;
     const std::int32_t start = s.wrapped ? wrap(ctx, bucket, ready) : ready;
-    if (warming_up(s, ctx.iteration)) {
-        const std::int32_t done = vanilla(ctx, bucket, start, e);
-        return s.wrapped ? unwrap(ctx, bucket, done) : done;
-    }
+    const std::int32_t done =
+        warming_up(s, ctx.iteration) ? vanilla(ctx, bucket, start, s.element_bytes) : compress(s, start);
+    return s.wrapped ? unwrap(ctx, bucket, done) : done;
+}
+
+std::int32_t compress_powersgd(HookContext& ctx, const HookBucket& bucket, const Settings& s, std::int32_t start) {
+    const std::int64_t e = s.element_bytes;
     Plan& plan = ctx.step.plan();
     const std::int64_t L = bucket.bytes / kFp32;  // elements
     const Split split = split_bucket(ctx, bucket, s);
@@ -227,7 +233,13 @@ std::int32_t powersgd_reduce(HookContext& ctx, const HookBucket& bucket, std::in
         freed += 2 * L * e;  // the clone and the previous error tensor
     }
     if (freed > 0) plan.release(MemCategory::other, freed);
-    return s.wrapped ? unwrap(ctx, bucket, k.last) : k.last;
+    return k.last;
+}
+
+std::int32_t powersgd_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+    return powersgd_frame(ctx, bucket, ready, [&](const Settings& s, std::int32_t start) {
+        return compress_powersgd(ctx, bucket, s, start);
+    });
 }
 
 // batched_powerSGD_hook: the whole bucket as one s x s matrix, s = ceil(sqrt(L)).
@@ -238,14 +250,8 @@ std::int64_t side_length(std::int64_t elements) {
     return s;
 }
 
-std::int32_t batched_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
-    const Settings s = settings(ctx.knobs);
+std::int32_t compress_batched(HookContext& ctx, const HookBucket& bucket, const Settings& s, std::int32_t start) {
     const std::int64_t e = s.element_bytes;
-    const std::int32_t start = s.wrapped ? wrap(ctx, bucket, ready) : ready;
-    if (warming_up(s, ctx.iteration)) {
-        const std::int32_t done = vanilla(ctx, bucket, start, e);
-        return s.wrapped ? unwrap(ctx, bucket, done) : done;
-    }
     Plan& plan = ctx.step.plan();
     const std::int64_t L = bucket.bytes / kFp32;
     const std::int64_t side = side_length(L);
@@ -283,7 +289,13 @@ std::int32_t batched_reduce(HookContext& ctx, const HookBucket& bucket, std::int
     }
     // torch.cuda.synchronize(device), as in powerSGD_hook.
     if (freed > 0) plan.release(MemCategory::other, freed);
-    return s.wrapped ? unwrap(ctx, bucket, k.last) : k.last;
+    return k.last;
+}
+
+std::int32_t batched_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+    return powersgd_frame(ctx, bucket, ready, [&](const Settings& s, std::int32_t start) {
+        return compress_batched(ctx, bucket, s, start);
+    });
 }
 
 // Error feedback (one tensor per bucket, in the hook's dtype) and, with warm
