@@ -127,6 +127,7 @@ std::string to_json_text(const Calibration& c) {
                  {"h2d_pageable_gbps", c.host.h2d_pageable_gbps},
                  {"d2h_pageable_gbps", c.host.d2h_pageable_gbps},
                  {"cpu_adam_params_per_s", c.host.cpu_adam_params_per_s},
+                 {"cpu_torch_adam_params_per_s", c.host.cpu_torch_adam_params_per_s},
                  {"nvme_read_gbps", c.host.nvme_read_gbps},
                  {"nvme_write_gbps", c.host.nvme_write_gbps}};
     j["overlap"] = {{"compute_slowdown_under_comm", c.overlap.compute_slowdown_under_comm},
@@ -188,6 +189,8 @@ Calibration calibration_from_json_text(const std::string& text, const std::strin
         c.host.h2d_pageable_gbps = positive(h, "h2d_pageable_gbps", true);
         c.host.d2h_pageable_gbps = positive(h, "d2h_pageable_gbps", true);
         c.host.cpu_adam_params_per_s = positive(h, "cpu_adam_params_per_s", true);
+        c.host.cpu_torch_adam_params_per_s =
+            h.has("cpu_torch_adam_params_per_s") ? positive(h, "cpu_torch_adam_params_per_s", true) : 0;
         c.host.nvme_read_gbps = positive(h, "nvme_read_gbps", true);
         c.host.nvme_write_gbps = positive(h, "nvme_write_gbps", true);
     }

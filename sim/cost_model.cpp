@@ -182,10 +182,12 @@ double CostModel::copy_ns(Transfer direction, std::int64_t bytes, bool pinned) c
            cal_->device.kernel_overhead_us * 1e3;
 }
 
-double CostModel::host_optimizer_ns(std::int64_t parameters) const {
+double CostModel::host_optimizer_ns(std::int64_t parameters, bool torch_optimizer) const {
     if (parameters <= 0) return 0;
-    const double rate =
-        require_rate(cal_->host.cpu_adam_params_per_s, cal_->name, "cpu_adam_params_per_s", "the CPU optimizer");
+    const double rate = torch_optimizer ? require_rate(cal_->host.cpu_torch_adam_params_per_s, cal_->name,
+                                                       "cpu_torch_adam_params_per_s", "torch's CPU optimizer")
+                                        : require_rate(cal_->host.cpu_adam_params_per_s, cal_->name,
+                                                       "cpu_adam_params_per_s", "DeepSpeed's CPU optimizer");
     return static_cast<double>(parameters) / rate * 1e9;
 }
 
@@ -225,7 +227,8 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 break;
             case TaskKind::copy: ns = copy_ns(t.transfer, t.bytes, t.pinned); break;
             case TaskKind::host_compute:
-                ns = t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns) : host_optimizer_ns(t.elements);
+                ns = t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns)
+                                    : host_optimizer_ns(t.elements, t.torch_cpu_optimizer);
                 break;
             case TaskKind::io: ns = nvme_ns(t.transfer, t.bytes); break;
         }

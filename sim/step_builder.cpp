@@ -184,9 +184,11 @@ std::int32_t StepBuilder::copy(Transfer direction, std::int64_t bytes, int strea
     return add(t, deps);
 }
 
-std::int32_t StepBuilder::host_optimizer(std::int64_t parameters, int stream_index, Deps deps, int m) {
+std::int32_t StepBuilder::host_optimizer(std::int64_t parameters, int stream_index, Deps deps, int m,
+                                         bool torch_optimizer) {
     Task t{.kind = TaskKind::host_compute, .phase = Phase::optimizer, .stream = stream_index, .micro_step = m};
     t.elements = parameters;
+    t.torch_cpu_optimizer = torch_optimizer;
     return add(t, deps);
 }
 

@@ -79,6 +79,8 @@ struct HostSpec {
     double cpu_adam_params_per_s = 0;  // DeepSpeed CPUAdam-style update throughput per rank
     double nvme_read_gbps = 0;
     double nvme_write_gbps = 0;
+    // torch.optim.Adam stepping on the CPU (FSDP CPU offload): no SIMD-fused kernel.
+    double cpu_torch_adam_params_per_s = 0;
 };
 
 // How much concurrent communication and compute slow each other (>= 1).

@@ -33,8 +33,8 @@ public:
     double link_collective_ns(calib::CollectiveKind kind, std::int64_t bytes, int group_size,
                               calib::LinkScope scope) const;
 
-    double copy_ns(Transfer direction, std::int64_t bytes, bool pinned) const;  // over PCIe
-    double host_optimizer_ns(std::int64_t parameters) const;                    // CPU Adam
+    double copy_ns(Transfer direction, std::int64_t bytes, bool pinned) const;      // over PCIe
+    double host_optimizer_ns(std::int64_t parameters, bool torch_optimizer) const;  // CPU Adam
     double nvme_ns(Transfer direction, std::int64_t bytes) const;
 
     // Standalone duration of every task of `plan` in nanoseconds.

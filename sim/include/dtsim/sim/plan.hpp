@@ -90,6 +90,7 @@ struct Task {
     std::int32_t launches = 0;                   // explicit passes: kernels beyond the first (launch-bound work)
     std::int64_t elements = 0;                   // host optimizer: parameters it updates
     std::int64_t fixed_ns = 0;                   // host tasks of known duration (graph traversals)
+    bool torch_cpu_optimizer = false;            // host optimizer: torch.optim on the CPU, not DeepSpeedCPUAdam
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps

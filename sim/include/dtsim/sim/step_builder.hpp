@@ -56,7 +56,9 @@ public:
     std::int32_t pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream = -1,
                       int launches = 0);
     std::int32_t copy(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m, bool pinned = true);
-    std::int32_t host_optimizer(std::int64_t parameters, int stream, Deps deps, int m);
+    // The optimizer on the CPU: DeepSpeedCPUAdam (SIMD) unless `torch_optimizer`
+    // (torch.optim.Adam stepping CPU tensors, as FSDP's CPU offload does).
+    std::int32_t host_optimizer(std::int64_t parameters, int stream, Deps deps, int m, bool torch_optimizer = false);
     // Fixed CPU work (graph traversals, Python-side bookkeeping) of `duration_ns`.
     std::int32_t host_task(std::int64_t duration_ns, int stream, Deps deps, int m);
     std::int32_t nvme(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m);
