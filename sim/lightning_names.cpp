@@ -24,20 +24,26 @@ std::vector<LightningStrategy> make_names() {
         v.push_back({n + "_find_unused_parameters_false", "ddp", {{"find_unused_parameters", "false"}}, launch});
     }
     v.push_back({"fsdp_cpu_offload", "fsdp", {{"cpu_offload", "true"}}, kPopen});
-    // Lightning's plain "deepspeed" is stage 2.
-    v.push_back({"deepspeed_stage_1", "deepspeed", {{"stage", "1"}}, kPopen});
-    v.push_back({"deepspeed_stage_1_offload", "deepspeed", {{"stage", "1"}, {"offload_optimizer", "cpu"}}, kPopen});
-    v.push_back({"deepspeed_stage_2", "deepspeed", {{"stage", "2"}}, kPopen});
-    v.push_back({"deepspeed_stage_2_offload", "deepspeed", {{"stage", "2"}, {"offload_optimizer", "cpu"}}, kPopen});
-    v.push_back({"deepspeed_stage_3", "deepspeed", {{"stage", "3"}}, kPopen});
-    v.push_back({"deepspeed_stage_3_offload",
-                 "deepspeed",
-                 {{"stage", "3"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}},
-                 kPopen});
-    v.push_back({"deepspeed_stage_3_offload_nvme",
-                 "deepspeed",
-                 {{"stage", "3"}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}},
-                 kPopen});
+    // DeepSpeedStrategy's own defaults, which differ from DeepSpeed's: overlap_comm
+    // on, 2e8-element buckets, sub_group_size 1e12 (lightning strategies/deepspeed.py).
+    const std::vector<std::pair<std::string, std::string>> lightning_zero = {
+        {"overlap_comm", "true"},
+        {"reduce_bucket_size", "2e8"},
+        {"allgather_bucket_size", "2e8"},
+        {"sub_group_size", "1e12"},
+    };
+    auto zero = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> extra) {
+        auto knobs = lightning_zero;
+        knobs.insert(knobs.end(), extra.begin(), extra.end());
+        v.push_back({name, "deepspeed", std::move(knobs), kPopen});
+    };
+    zero("deepspeed_stage_1", {{"stage", "1"}});
+    zero("deepspeed_stage_1_offload", {{"stage", "1"}, {"offload_optimizer", "cpu"}});
+    zero("deepspeed_stage_2", {{"stage", "2"}});
+    zero("deepspeed_stage_2_offload", {{"stage", "2"}, {"offload_optimizer", "cpu"}});
+    zero("deepspeed_stage_3", {{"stage", "3"}});
+    zero("deepspeed_stage_3_offload", {{"stage", "3"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}});
+    zero("deepspeed_stage_3_offload_nvme", {{"stage", "3"}, {"offload_optimizer", "nvme"}, {"offload_param", "nvme"}});
     return v;
 }
 

@@ -37,6 +37,15 @@ PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, c
         if (i == 0) out.headline = std::move(r);
     }
     out.average_step_time_s = weights > 0 ? weighted / weights : out.headline.metrics.step_time_s;
+    // Throughput and MFU are long-run figures: they follow the average step
+    // (post-local SGD's averaging steps), not the headline phase alone.
+    Metrics& m = out.headline.metrics;
+    if (out.average_step_time_s > 0 && m.step_time_s > 0) {
+        const double scale = m.step_time_s / out.average_step_time_s;
+        m.samples_per_s *= scale;
+        m.tokens_per_s *= scale;
+        m.mfu *= scale;
+    }
     return out;
 }
 

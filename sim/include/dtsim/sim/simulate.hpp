@@ -45,7 +45,8 @@ struct PhasedResult {
 };
 
 // Simulates every phase the strategy reports (step_phases): the steady state,
-// warm-ups, periodic averaging steps.
+// warm-ups, periodic averaging steps. The headline's throughput and MFU are
+// rescaled to the weighted average step.
 PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, const Config& config,
                              const calib::Calibration& calibration);
 
