@@ -11,8 +11,10 @@
 // link. The CPU issue points of the hooks (pre-forward, pre-backward,
 // post-backward) are modelled as dependencies on compute tasks.
 //
-// Gradient accumulation is modelled with no_sync() on micro-steps 0..K-2
-// (§3.3, §6); FSDP without no_sync (a reduce-scatter every micro-step) is not.
+// Gradient accumulation (§3.3, §6): with no_sync (the default) micro-steps
+// 0..K-2 run inside model.no_sync(), holding each unit's unsharded gradient
+// until the last micro-step's reduction; with no_sync=false every micro-step
+// reduces and the sharded gradient accumulates (_saved_grad_shard).
 #include "dtsim/common/error.hpp"
 #include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -111,6 +113,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     const bool forward_prefetch = knobs.boolean("forward_prefetch");
     const bool limit_all_gathers = knobs.boolean("limit_all_gathers");
     const bool offload = knobs.boolean("cpu_offload");
+    const bool no_sync = knobs.boolean("no_sync");
     // MixedPrecision (§3.7): all-gathers in param_dtype, reductions in reduce_dtype
     // (which follows param_dtype when not given).
     const DType param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
@@ -221,14 +224,16 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         pending_frees.push_back(task);
     };
     // The unit's unsharded gradient, in param_dtype, from its first backward to
-    // its reduction (after no_sync, the last micro-step's; §3.3, §6).
+    // its reduction (under no_sync, the last micro-step's; §3.3, §6).
     auto unsharded_grad_bytes = [&](int u) { return unit(u).padded * param_bytes; };
+    std::vector<char> grad_held(units.size(), 0);  // the unit's unsharded gradient is allocated
 
     // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
     std::vector<std::int32_t> reduced;
     auto reduce = [&](int m, int u, std::int32_t grad_ready) {
         const Unit& un = unit(u);
         if (un.numel == 0) return;
+        grad_held[static_cast<std::size_t>(u)] = 0;
         std::int32_t done = grad_ready;
         const std::int64_t cast = reduce_bytes != param_bytes ? un.padded * reduce_bytes : 0;
         const std::int32_t after[] = {grad_ready};
@@ -271,7 +276,8 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
 
     std::vector<std::int32_t> gather(units.size(), -1);
     for (int m = 0; m < micro_steps; ++m) {
-        const bool sync = m == micro_steps - 1;  // no_sync() on all but the last micro-step
+        // sync_gradients: no_sync() on all but the last micro-step, or every micro-step without it.
+        const bool sync = !no_sync || m == micro_steps - 1;
         // ---- forward (§3.3, §3.4)
         std::fill(gather.begin(), gather.end(), -1);
         std::vector<int> order;  // units to all-gather, in pre-forward order: the root (it wraps the model) first
@@ -319,6 +325,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             if (needs_gather(u)) order.push_back(u);
         next = 0;
         std::int32_t last_compute = last_forward;
+        std::int32_t unit_first_backward = -1;  // first backward task of the unit entered last
         for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
             const int u = unit_of[static_cast<std::size_t>(l)];
             const bool entering = unit(u).last_layer == l;
@@ -339,42 +346,82 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1};
             // The step builder may append a task after the backward (SyncBatchNorm's
             // all-reduce); memory is attached to, and frees wait for, the latest task.
-            step.backward(m, l, deps);
+            const std::int32_t first = step.backward(m, l, deps);
             const auto b = static_cast<std::int32_t>(plan.tasks.size()) - 1;
-            if (entering && m == 0) plan.alloc(MemCategory::gradients, unsharded_grad_bytes(u));
+            if (entering) {
+                unit_first_backward = first;
+                if (!grad_held[static_cast<std::size_t>(u)] && unit(u).numel > 0) {
+                    plan.alloc(MemCategory::gradients, unsharded_grad_bytes(u));
+                    grad_held[static_cast<std::size_t>(u)] = 1;
+                }
+            }
             last_compute = b;
             if (unit(u).first_layer != l) continue;
             // Post-backward hook: the unit's gradient is complete. _should_free_in_backward:
             // sync_gradients or a RESHARD_AFTER_FORWARD strategy.
             if (unsharded[static_cast<std::size_t>(u)] && (sync || reshard_after_forward)) reshard(u, b);
             if (sync) reduce(m, u, b);
-            // BACKWARD_POST: the next unit's all-gather once this unit's backward is done
-            // and its reduce-scatter issued.
-            if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(b);
+            // BACKWARD_POST: the next unit's all-gather in _post_backward_reshard, after this
+            // unit is resharded and its reduce-scatter issued. The CPU runs ahead of the GPU:
+            // it reaches this hook about when the unit's backward kernels are issued, modelled
+            // (as for forward without forward_prefetch, §3.4, unverified) as after the unit's
+            // first backward task. NONE waits for the unit's whole backward instead (the
+            // next unit's pre-backward hook above).
+            if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(unit_first_backward);
         }
     }
 
     const int last = micro_steps - 1;
     if (offload)
-        step.host_optimizer(shard_total, cpu_stream, reduced, last);  // the CPU steps once every D2H copy is done
+        // torch.optim.Adam stepping the CPU shard once every D2H copy is done (§3.6).
+        step.host_optimizer(shard_total, cpu_stream, reduced, last, /*torch_optimizer=*/true);
     else
         step.optimizer_step(shard_total, reduced, last);  // _post_backward_final_callback waits for every reduction
 
     int wrapped = 0;
     for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
-    plan.notes.push_back(fmt::format(
-        "FSDP {}: {} wrapped units + the root ({:.1f} M parameters), flat parameters sharded over {} ranks{}; "
-        "all-gathers in {}, reductions in {}.",
-        knobs.text("sharding_strategy"), wrapped, static_cast<double>(unit(kRoot).numel) / 1e6, shard_ranks,
-        replicate_group >= 0 && sharded ? fmt::format(", the shard all-reduced across {} nodes", topo.nodes) : "",
-        to_string(param_dtype), to_string(reduce_dtype)));
+    const std::string units_text =
+        fmt::format("FSDP {}: {} wrapped units + the root ({:.1f} M parameters)", knobs.text("sharding_strategy"),
+                    wrapped, static_cast<double>(unit(kRoot).numel) / 1e6);
+    if (!sharded) {
+        // NO_SHARD (§3.3): replicated parameters, one all-reduce per unit (_reduce_grad_no_shard).
+        plan.notes.push_back(
+            replicate_group >= 0
+                ? fmt::format("{}, parameters replicated on {} ranks; each unit's flat gradient all-reduced in {} "
+                              "after its backward (one all-reduce per unit, no buckets).",
+                              units_text, replicate_ranks, to_string(reduce_dtype))
+                : fmt::format("{}, parameters on one rank: no gradient reduction.", units_text));
+    } else {
+        const std::string group =
+            hybrid ? fmt::format("the {} ranks of each node", shard_ranks) : fmt::format("{} ranks", shard_ranks);
+        const std::string gathers = reshard_after_forward
+                                        ? "before each unit's forward and again before its backward (the root "
+                                          "only once: it stays unsharded after forward)"
+                                        : "before each unit's forward, kept unsharded until after its backward";
+        plan.notes.push_back(fmt::format(
+            "{}, flat parameters sharded over {}; all-gathers in {} {}; reduce-scatters in {}{}.", units_text, group,
+            to_string(param_dtype), gathers, to_string(reduce_dtype),
+            replicate_group >= 0 ? fmt::format(", then the gradient shard all-reduced in {} across {} nodes",
+                                               to_string(reduce_dtype), topo.nodes)
+                                 : ""));
+    }
     if (offload && !sharded)
         plan.notes.push_back(
             "cpu_offload with NO_SHARD: the H2D copies of the whole parameters before each forward are not modelled.");
-    if (micro_steps > 1)
+    if (micro_steps > 1 && no_sync)
         plan.notes.push_back(
             "Gradient accumulation uses no_sync(): no reductions before the last micro-step, unsharded gradients "
             "accumulate in memory.");
+    if (micro_steps > 1 && !no_sync) {
+        plan.notes.push_back(
+            "Gradient accumulation without no_sync(): a gradient reduction every micro-step, sharded gradients "
+            "accumulate.");
+        if (offload)
+            plan.notes.push_back(
+                "cpu_offload with no_sync=false: PyTorch's FSDP docs say gradient accumulation outside no_sync() is "
+                "not supported with CPU offload (the newly reduced gradient replaces the accumulated one); only the "
+                "cost is modelled.");
+    }
     return plan;
 }
 
@@ -412,6 +459,13 @@ void register_fsdp(Registry<Strategy>& r) {
          KnobType::boolean,
          "false",
          "CPUOffload(offload_params=True): parameter and gradient shards on the host, optimizer step on the CPU",
+         {},
+         0},
+        {"no_sync",
+         KnobType::boolean,
+         "true",
+         "accumulate with model.no_sync() on all but the last micro-step (false: reduce-scatter every micro-step "
+         "into the sharded gradient, §6 table)",
          {},
          0},
         {"param_dtype",

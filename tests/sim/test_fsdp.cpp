@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
@@ -100,6 +101,11 @@ Traffic traffic(const SimResult& r, CollectiveKind kind) {
     return out;
 }
 
+bool mentions(const SimResult& r, const std::string& text) {
+    return std::any_of(r.plan.notes.begin(), r.plan.notes.end(),
+                       [&](const std::string& n) { return n.find(text) != std::string::npos; });
+}
+
 bool all_equal(const std::vector<int>& v, int value) {
     return std::all_of(v.begin(), v.end(), [&](int x) { return x == value; });
 }
@@ -141,6 +147,7 @@ TEST_CASE("fsdp is registered with torch's knob names and PyTorch >= 2.1 default
     CHECK(defaults["forward_prefetch"] == "false");
     CHECK(defaults["limit_all_gathers"] == "true");
     CHECK(defaults["cpu_offload"] == "false");
+    CHECK(defaults["no_sync"] == "true");
     CHECK(defaults["param_dtype"] == "auto");
     CHECK(defaults["reduce_dtype"] == "auto");
     CHECK(defaults["auto_wrap_policy"] == "transformer");
@@ -170,6 +177,10 @@ TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
         CHECK(all_equal(ag.group_sizes, world));
         CHECK(all_equal(rs.group_sizes, world));
         CHECK(traffic(r, CollectiveKind::allreduce).count == 0);
+        CHECK(mentions(r,
+                       "sharded over 16 ranks; all-gathers in bf16 before each unit's forward and again before "
+                       "its backward"));
+        CHECK(mentions(r, "reduce-scatters in fp32."));
     }
     SECTION("reduce_dtype follows param_dtype by default") {
         SimResult r = run(c);
@@ -188,6 +199,8 @@ TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
         CHECK(traffic(r, CollectiveKind::allgather).bytes == sum_padded(u.numel, world) * 2);
         CHECK(traffic(r, CollectiveKind::allgather).count == 49);
         CHECK(traffic(r, CollectiveKind::reduce_scatter).bytes == sum_padded(u.numel, world) * 2);
+        CHECK(mentions(r, "sharded over 16 ranks; all-gathers in bf16 before each unit's forward, kept unsharded"));
+        CHECK_FALSE(mentions(r, "all-reduce"));
     }
     SECTION("NO_SHARD all-reduces each unit's flat gradient and gathers nothing") {
         c.knobs = {{"sharding_strategy", "NO_SHARD"}};
@@ -199,6 +212,10 @@ TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
         CHECK(all_equal(ar.group_sizes, world));
         CHECK(traffic(r, CollectiveKind::allgather).count == 0);
         CHECK(traffic(r, CollectiveKind::reduce_scatter).count == 0);
+        // The note names the per-unit all-reduce and its dtype, and no all-gathers.
+        CHECK(mentions(r, "all-reduced in bf16"));
+        CHECK_FALSE(mentions(r, "all-gather"));
+        CHECK_FALSE(mentions(r, "sharded"));
     }
     SECTION("HYBRID_SHARD shards inside the node and all-reduces the shard across nodes") {
         c.knobs = {{"sharding_strategy", "HYBRID_SHARD"}, {"reduce_dtype", "fp32"}};
@@ -215,6 +232,9 @@ TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
         CHECK(all_equal(ag.group_sizes, node));
         CHECK(all_equal(rs.group_sizes, node));
         CHECK(all_equal(ar.group_sizes, 2));
+        CHECK(mentions(r, "sharded over the 8 ranks of each node"));
+        CHECK(mentions(r, "all-gathers in bf16 before each unit's forward and again before its backward"));
+        CHECK(mentions(r, "reduce-scatters in fp32, then the gradient shard all-reduced in fp32 across 2 nodes"));
     }
     SECTION("_HYBRID_SHARD_ZERO2 gathers once, inside the node") {
         c.knobs = {{"sharding_strategy", "_HYBRID_SHARD_ZERO2"}};
@@ -433,6 +453,55 @@ TEST_CASE("fsdp prefetch and the rate limiter (§3.4, §3.5)") {
         CHECK(none.metrics.exposed_comm_s > pre.metrics.exposed_comm_s);
         CHECK(max_over_step(none, MemCategory::gathered) <= max_over_step(pre, MemCategory::gathered));
     }
+    SECTION("BACKWARD_POST issues the next all-gather during this unit's backward: PRE <= POST < NONE") {
+        Config k = c;
+        k.knobs = {{"backward_prefetch", "BACKWARD_POST"}};
+        SimResult post = run(k);
+        k.knobs = {{"backward_prefetch", "NONE"}};
+        SimResult none = run(k);
+        CHECK(pre.metrics.step_time_s <= post.metrics.step_time_s);
+        CHECK(post.metrics.step_time_s < none.metrics.step_time_s);
+        CHECK(post.metrics.exposed_comm_s < none.metrics.exposed_comm_s);
+        // Each backward all-gather of a block but the first (the last block's, issued by its own
+        // pre-backward hook) waits, under NONE, for the backward of the block before it (the
+        // compute task just before the unit's first backward task); under BACKWARD_POST it
+        // starts during that block's backward.
+        const auto check = [](const SimResult& r, bool overlapped) {
+            const Wrap u = transformer_units(*r.workload);
+            const auto& tasks = r.plan.tasks;
+            const auto& at = r.schedule.timings;
+            std::vector<int> first_backward(u.numel.size(), -1);
+            std::vector<int> compute_before(u.numel.size(), -1);
+            int previous_compute = -1;
+            for (std::size_t i = 0; i < tasks.size(); ++i) {
+                const Task& t = tasks[i];
+                if (t.kind != TaskKind::compute || t.layer < 0) continue;
+                const auto unit = static_cast<std::size_t>(u.unit_of[static_cast<std::size_t>(t.layer)]);
+                if (t.phase == Phase::backward && first_backward[unit] < 0) {
+                    first_backward[unit] = static_cast<int>(i);
+                    compute_before[unit] = previous_compute;
+                }
+                previous_compute = static_cast<int>(i);
+            }
+            int backward_gathers = 0, overlapping = 0;
+            for (std::size_t i = 0; i < tasks.size(); ++i) {
+                const Task& t = tasks[i];
+                if (!is_fsdp_collective(r, t) || t.collective != CollectiveKind::allgather) continue;
+                const auto unit = static_cast<std::size_t>(t.bucket);
+                if (unit == 0 || static_cast<int>(i) < compute_before[unit]) continue;  // a forward all-gather
+                const int before = compute_before[unit];
+                const Task& b = tasks[static_cast<std::size_t>(before)];
+                // The first one follows the root's backward (the output layers) and is not prefetched.
+                if (b.phase != Phase::backward || u.unit_of[static_cast<std::size_t>(b.layer)] == 0) continue;
+                ++backward_gathers;
+                overlapping += at[i].start_ns < at[static_cast<std::size_t>(before)].end_ns;
+            }
+            CHECK(backward_gathers == static_cast<int>(u.numel.size()) - 2);
+            CHECK(overlapping == (overlapped ? backward_gathers : 0));
+        };
+        check(post, true);
+        check(none, false);
+    }
     SECTION("forward_prefetch is not slower") {
         Config k = c;
         k.knobs = {{"forward_prefetch", "true"}};
@@ -467,6 +536,66 @@ TEST_CASE("fsdp gradient accumulation under no_sync (§3.3, §6)") {
         for (const Task& t : r.plan.tasks)
             if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::allgather) CHECK(t.micro_step == 0);
     }
+}
+
+TEST_CASE("fsdp without no_sync reduces every micro-step and accumulates sharded gradients (§3.3, §6)") {
+    Config c = fsdp_config("llama2-7b", 1, 8);
+    const int k = 4;
+    c.grad_accum = k;
+    SimResult with = run(c);  // the default: no_sync()
+    c.knobs = {{"no_sync", "false"}};
+    SimResult without = run(c);
+    Config one_config = fsdp_config("llama2-7b", 1, 8);
+    SimResult one = run(one_config);
+    const Wrap u = transformer_units(*without.workload);
+    const Traffic rs_with = traffic(with, CollectiveKind::reduce_scatter);
+    const Traffic rs_without = traffic(without, CollectiveKind::reduce_scatter);
+    CHECK(rs_without.bytes == k * rs_with.bytes);
+    CHECK(rs_without.count == k * static_cast<int>(u.numel.size()));
+    std::vector<int> per_micro_step(k, 0);
+    for (const Task& t : without.plan.tasks)
+        if (is_fsdp_collective(without, t) && t.collective == CollectiveKind::reduce_scatter)
+            ++per_micro_step[static_cast<std::size_t>(t.micro_step)];
+    CHECK(all_equal(per_micro_step, static_cast<int>(u.numel.size())));
+    // FULL_SHARD re-gathers every micro-step either way.
+    CHECK(traffic(without, CollectiveKind::allgather).bytes == traffic(with, CollectiveKind::allgather).bytes);
+    CHECK(traffic(without, CollectiveKind::allgather).bytes == k * traffic(one, CollectiveKind::allgather).bytes);
+    // No unsharded gradient is held across micro-steps: the peak is one micro-step's.
+    CHECK(max_over_step(without, MemCategory::gradients) < max_over_step(with, MemCategory::gradients));
+    CHECK(max_over_step(without, MemCategory::gradients) == max_over_step(one, MemCategory::gradients));
+    CHECK(max_over_step(with, MemCategory::gradients) >= 4 * shard_total(u.numel, 8) + sum_padded(u.numel, 8) * 2);
+    CHECK(at_peak(without, MemCategory::gradients) < at_peak(with, MemCategory::gradients));
+    CHECK(without.metrics.peak_memory_bytes < with.metrics.peak_memory_bytes);
+    CHECK(mentions(without, "a gradient reduction every micro-step"));
+    CHECK_FALSE(mentions(without, "unsharded gradients accumulate"));
+
+    SECTION("SHARD_GRAD_OP frees after every backward, so it gathers every micro-step") {
+        c.knobs = {{"no_sync", "false"}, {"sharding_strategy", "SHARD_GRAD_OP"}};
+        SimResult r = run(c);
+        CHECK(traffic(r, CollectiveKind::allgather).count == k * static_cast<int>(u.numel.size()));
+        CHECK(traffic(r, CollectiveKind::reduce_scatter).bytes == rs_without.bytes);
+    }
+}
+
+TEST_CASE("fsdp cpu_offload steps torch.optim.Adam on the CPU (§3.6)") {
+    Config c = fsdp_config("gpt2-xl", 2, 8);
+    c.knobs = {{"cpu_offload", "true"}};
+    SimResult r = run(c);
+    const auto cal = calib::load_hardware("h100-sxm");
+    REQUIRE(cal.host.cpu_torch_adam_params_per_s > 0);
+    const std::int64_t owned = shard_total(transformer_units(*r.workload).numel, 16);
+    int steps = 0;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        if (t.phase != Phase::optimizer) continue;
+        ++steps;
+        CHECK(t.kind == TaskKind::host_compute);
+        CHECK(t.torch_cpu_optimizer);
+        const std::int64_t duration = r.schedule.timings[i].end_ns - r.schedule.timings[i].start_ns;
+        const double expected = static_cast<double>(owned) / cal.host.cpu_torch_adam_params_per_s * 1e9;
+        CHECK(std::abs(static_cast<double>(duration) - expected) <= 1.0);
+    }
+    CHECK(steps == 1);
 }
 
 TEST_CASE("fsdp is deterministic: byte-identical reports") {
