@@ -70,21 +70,20 @@ struct Alias {
     const char* knob;   // dtsim knob = DeepSpeed's alias
     const char* field;  // DeepSpeed's field name
 };
-constexpr std::array<Alias, 3> kStage3Numbers = {{
+constexpr std::array<Alias, 4> kStage3Numbers = {{
     {"stage3_prefetch_bucket_size", "prefetch_bucket_size"},
     {"stage3_param_persistence_threshold", "param_persistence_threshold"},
     {"stage3_max_live_parameters", "max_live_parameters"},
+    {"stage3_max_reuse_distance", "max_reuse_distance"},
 }};
 
 // zero_optimization keys DeepSpeed has (zero/config.py DeepSpeedZeroConfig,
 // formats.md §4) that do not change what dtsim models.
-constexpr std::array<std::string_view, 24> kIgnoredZeroKeys = {
+constexpr std::array<std::string_view, 22> kIgnoredZeroKeys = {
     "allgather_partitions",
     "round_robin_gradients",
     "stage3_model_persistence_threshold",
     "model_persistence_threshold",
-    "stage3_max_reuse_distance",
-    "max_reuse_distance",
     "stage3_gather_16bit_weights_on_model_save",
     "gather_16bit_weights_on_model_save",
     "stage3_gather_fp16_weights_on_model_save",
@@ -175,12 +174,20 @@ void read_zero(const JsonView& root, Config& config) {
                       "unknown zero_optimization key (not a DeepSpeed ZeRO option; see DeepSpeed's "
                       "zero/config.py, or formats.md §4)");
     }
-    if (zero.has("stage") && !is_auto(zero.at("stage").value())) {
+    // DeepSpeed's default stage is 0 (no ZeRO): a config without one is not a ZeRO config.
+    if (!zero.has("stage") || zero.at("stage").value().is_null())
+        zero.fail("stage",
+                  "missing: DeepSpeed's default is stage 0 (no ZeRO, plain data parallelism); dtsim simulates "
+                  "stages 1-3, so give zero_optimization.stage 1, 2 or 3 (use --strategy ddp for plain data "
+                  "parallelism)");
+    if (!is_auto(zero.at("stage").value())) {
         const Json& v = zero.at("stage").value();
         if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 3)
             zero.fail("stage", fmt::format("expected 0, 1, 2 or 3, found {}", v.dump()));
         if (v.get<std::int64_t>() == 0)
-            zero.fail("stage", "stage 0 is DeepSpeed without ZeRO (plain data parallelism): use --strategy ddp");
+            zero.fail("stage",
+                      "stage 0 is DeepSpeed without ZeRO (plain data parallelism): dtsim simulates stages 1-3; use "
+                      "--strategy ddp");
         config.knobs.emplace_back("stage", std::to_string(v.get<std::int64_t>()));
     }
     for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "sub_group_size"})

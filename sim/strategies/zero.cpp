@@ -46,6 +46,7 @@ struct Zero {
     std::int64_t prefetch_elems = 0;
     std::int64_t persistence_elems = 0;
     std::int64_t max_live_elems = 0;
+    std::int64_t reuse_elems = 0;  // stage3_max_reuse_distance
     std::int64_t sub_group_elems = 0;
     Offload optimizer = Offload::none;
     Offload param = Offload::none;
@@ -71,6 +72,7 @@ Zero resolve(const Config& config, const Knobs& k, std::vector<std::string>& not
     z.prefetch_elems = elements(k, "stage3_prefetch_bucket_size");
     z.persistence_elems = elements(k, "stage3_param_persistence_threshold");
     z.max_live_elems = elements(k, "stage3_max_live_parameters");
+    z.reuse_elems = elements(k, "stage3_max_reuse_distance");
     z.sub_group_elems = std::max<std::int64_t>(1, elements(k, "sub_group_size"));
     z.optimizer = offload_from(k.text("offload_optimizer"));
     z.param = offload_from(k.text("offload_param"));
@@ -101,7 +103,7 @@ Zero resolve(const Config& config, const Knobs& k, std::vector<std::string>& not
     }
     if (z.stage < 3)
         for (const char* name : {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-                                 "stage3_max_live_parameters", "sub_group_size"})
+                                 "stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"})
             if (k.is_set(name)) notes.push_back(fmt::format("{} has no effect below stage 3.", name));
     if (k.is_set("pin_memory") && z.optimizer == Offload::none && z.param == Offload::none)
         notes.push_back("pin_memory has no effect without offload_optimizer or offload_param.");
@@ -241,17 +243,21 @@ void lower_stage12(Lowering& s) {
         for (std::size_t i = 0; i < numel.size(); ++i) offset[i + 1] = offset[i] + numel[i];
     }
 
-    // Resident model states (§4.4, §8): 16-bit parameters on every rank; stage 2
-    // keeps only its partition of the gradients (grads_in_partition).
+    // Resident model states (§4.4, §8): 16-bit parameters on every rank.
     s.set(MemCategory::parameters, s.b * s.psi);
     if (offload) {
         s.set(MemCategory::host, 16 * part);  // fp32 gradients, master, m, v on the host
     } else {
-        if (z.stage == 2) s.set(MemCategory::gradients, s.b * part);
         s.set(MemCategory::optimizer_states, s.state_bytes() * part);
     }
-    // backward() allocates 1 ipg buffer of reduce_bucket_size elements, 2 with overlap_comm (§4.2).
-    if (z.contiguous) s.set(MemCategory::buckets, z.bucket_elems * s.b * (z.overlap ? 2 : 1));
+    // Transient (§4.2, §8): backward() allocates 1 ipg buffer of reduce_bucket_size
+    // elements, 2 with overlap_comm, at the first gradient hook of a micro-step that
+    // reduces; stage 2 copies its partition's gradients into grads_in_partition
+    // (Psi/N x b) from the first reduction. The epilogue (_release_ipg_buffers)
+    // drops both; micro-step 0's partition gradients stay referenced by
+    // averaged_gradients until the step flattens them.
+    const std::int64_t ipg_bytes = z.contiguous ? z.bucket_elems * s.b * (z.overlap ? 2 : 1) : 0;
+    const std::int64_t partition_grad_bytes = z.stage == 2 && !offload ? s.b * part : 0;
 
     const int nccl = step.stream("nccl", TaskKind::collective);
     const int reduction = z.overlap ? step.stream("reduction", TaskKind::collective) : nccl;
@@ -261,6 +267,11 @@ void lower_stage12(Lowering& s) {
 
     std::int32_t last_reduction = -1;
     std::vector<std::int32_t> offload_copies;
+    // The epilogue of micro-step m, attached to the task just added (the last reduction).
+    auto epilogue = [&](int m) {
+        plan.release(MemCategory::buckets, ipg_bytes);
+        if (m > 0) plan.release(MemCategory::gradients, partition_grad_bytes);
+    };
     // Reduces one bucket after task `ready` (§4.2 "What actually runs").
     auto reduce = [&](std::size_t bi, std::int32_t ready, int m) {
         const IpgBucket& bk = buckets[bi];
@@ -302,6 +313,8 @@ void lower_stage12(Lowering& s) {
                 step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi));
         }
         if (!z.contiguous) plan.release(MemCategory::buckets, bytes);
+        if (bi == 0) plan.alloc(MemCategory::gradients, partition_grad_bytes);  // grads_in_partition's first use
+        if (bi + 1 == buckets.size()) epilogue(m);
         // Overlap: before the next bucket the compute stream waits for the
         // previous reduction, so at most one overlaps compute. Without
         // overlap_comm the reduction blocks the compute stream.
@@ -333,6 +346,8 @@ void lower_stage12(Lowering& s) {
             const std::int64_t grad_bytes = numel * s.b;
             // With contiguous_gradients each gradient is copied into the ipg buffer in its hook.
             const std::int32_t bwd = s.backward(m, l, -1, in_hooks && z.contiguous ? 2 * grad_bytes : 0);
+            // The first gradient hook allocates the ipg buffer(s).
+            if (l == step.layers() - 1 && (z.stage == 2 || m == s.last)) plan.alloc(MemCategory::buckets, ipg_bytes);
             if (z.stage == 1) {
                 // Stage 1 keeps the full 16-bit gradients until the step's epilogue.
                 if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
@@ -348,6 +363,10 @@ void lower_stage12(Lowering& s) {
             while (next < buckets.size()) reduce(next++, s.last_compute, m);
             // The epilogue synchronizes the reduction stream before the next forward.
             s.gate.assign(1, last_reduction);
+        } else if (!s.distributed && (z.stage == 2 || m == s.last)) {
+            // One rank: nothing to reduce; the epilogue follows the last backward.
+            plan.alloc(MemCategory::gradients, partition_grad_bytes);
+            epilogue(m);
         }
         if (offload && !s.distributed && m == s.last) {
             // One rank: no reduction, the partition (everything) still goes to the host.
@@ -373,7 +392,9 @@ void lower_stage12(Lowering& s) {
         // Flatten and cast the partition's gradients to fp32 (transient 4 B per element).
         std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * part, 0, step_deps, s.last);
         plan.alloc(MemCategory::other, 4 * part);
-        if (z.stage == 1) plan.release(MemCategory::gradients, s.b * s.psi);
+        // The flattened fp32 copy replaces the 16-bit gradients: stage 1's full
+        // gradients, stage 2's first micro-step partition buffer.
+        plan.release(MemCategory::gradients, z.stage == 1 ? s.b * s.psi : partition_grad_bytes);
         const std::int32_t cast[] = {t};
         t = step.optimizer_step(part, cast, s.last);
         const std::int32_t opt[] = {t};
@@ -409,6 +430,13 @@ void lower_stage12(Lowering& s) {
 }
 
 // ------------------------------------------------------------------- stage 3
+
+// DeepSpeed's per-submodule host work in stage 3: the pre-forward/pre-backward
+// hook (fetch_sub_module: trace bookkeeping, PartitionedParameterCoordinator's
+// prefetch scan, event queue) and the post hook (release_sub_module), in
+// Python. Unverified estimate: 100 us per submodule per fetch + release (about 60 us
+// fetch, 40 us release; not measured here).
+constexpr std::int64_t kStage3HookNs = 100'000;
 
 struct Layer3 {
     std::int64_t gather_elems = 0;   // non-persistent elements (ds_numel), what prefetch counts
@@ -474,11 +502,28 @@ void lower_stage3(Lowering& s) {
     const int rs = step.stream("reduce-scatter", TaskKind::collective);
     const int d2h = offload_opt ? step.stream("d2h", TaskKind::copy) : -1;
     const int h2d = offload_opt || offload_param ? step.stream("h2d", TaskKind::copy) : -1;
-    const int cpu = offload_opt ? step.stream("cpu", TaskKind::host_compute) : -1;
+    // The host: the submodule hooks and, with optimizer offload, the CPU step.
+    const int cpu = step.stream("cpu", TaskKind::host_compute);
     const int nvme = z.optimizer == Offload::nvme || z.param == Offload::nvme ? step.stream("nvme", TaskKind::io) : -1;
+    // Iteration 1 records the trace and cannot prefetch.
+    const bool prefetch = s.config.iteration > 1;
+
+    // stage3_max_reuse_distance (§4.3, __params_to_release): with a complete
+    // trace, release_sub_module after forward keeps a layer's parameters when
+    // they recur in the trace within max_reuse_distance elements of fetched
+    // submodules. Layer l's next use is its backward, after the forwards and
+    // backwards of every later layer: kept iff 2 x (elements of layers > l) < distance.
+    std::vector<char> kept(static_cast<std::size_t>(nl), 0);
+    if (s.distributed && prefetch) {
+        std::int64_t later = 0;
+        for (int l = nl - 1; l >= 0; --l) {
+            kept[static_cast<std::size_t>(l)] = 2 * later < z.reuse_elems;
+            later += w.layers[static_cast<std::size_t>(l)].param_count();
+        }
+    }
 
     // The fetch trace of one micro-step: forward order, then backward order
-    // (layers with nothing to gather are skipped).
+    // (layers with nothing to gather, or still gathered from forward, are skipped).
     std::vector<int> trace;
     std::vector<int> fwd_pos(static_cast<std::size_t>(nl), -1), bwd_pos(static_cast<std::size_t>(nl), -1);
     if (s.distributed) {
@@ -488,13 +533,11 @@ void lower_stage3(Lowering& s) {
                 trace.push_back(l);
             }
         for (int l = nl - 1; l >= 0; --l)
-            if (layers[static_cast<std::size_t>(l)].gather_elems > 0) {
+            if (layers[static_cast<std::size_t>(l)].gather_elems > 0 && !kept[static_cast<std::size_t>(l)]) {
                 bwd_pos[static_cast<std::size_t>(l)] = static_cast<int>(trace.size());
                 trace.push_back(l);
             }
     }
-    // Iteration 1 records the trace and cannot prefetch.
-    const bool prefetch = s.config.iteration > 1;
     std::vector<std::int32_t> gathered(trace.size(), -1);
     std::vector<std::int32_t> reductions, offload_copies;
 
@@ -511,9 +554,10 @@ void lower_stage3(Lowering& s) {
         std::size_t event_head = 0;
         std::size_t rs_head = reductions.size();
 
+        std::int32_t hook = -1;  // the host hook of the submodule being fetched
         auto issue = [&](std::size_t pos) {
             const Layer3& li = layers[static_cast<std::size_t>(trace[pos])];
-            std::int32_t deps[] = {gate_compute, gate_gather};
+            std::int32_t deps[] = {gate_compute, gate_gather, hook};
             std::int32_t prev = -1;
             if (offload_param) {
                 // The 16-bit partition lives off the device: read from NVMe, copy H2D, then gather (§4.3).
@@ -522,10 +566,19 @@ void lower_stage3(Lowering& s) {
                     deps[0] = prev;
                     deps[1] = -1;
                 }
+                // A pageable .to(device) is synchronous: the host blocks until it is
+                // done, so it cannot run ahead of the compute already issued (the
+                // previous compute task) and nothing after it is issued earlier.
+                if (!z.pinned) deps[2] = s.last_compute;
                 prev = step.copy(Transfer::h2d, s.b * li.part_elems, h2d, deps, m, z.pinned);
                 plan.alloc(MemCategory::gathered, s.b * li.part_elems);
+                if (!z.pinned) {
+                    s.gate.push_back(prev);
+                    hook = prev;
+                }
                 deps[0] = prev;
                 deps[1] = -1;
+                deps[2] = hook;
             }
             gathered[pos] = step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m);
             plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
@@ -535,6 +588,11 @@ void lower_stage3(Lowering& s) {
         // fetch_sub_module (§4.3): gather what is missing, prefetch along the
         // trace, then wait. Returns the all-gather the compute waits for.
         auto fetch = [&](int pos_i) -> std::int32_t {
+            // The submodule's hook runs on the host after the previous compute's
+            // issue; the all-gathers it issues and the compute wait for it.
+            const std::int32_t after[] = {s.last_compute};
+            hook = step.host_task(kStage3HookNs, cpu, after, m);
+            s.gate.push_back(hook);
             if (pos_i < 0) return -1;
             const auto pos = static_cast<std::size_t>(pos_i);
             if (issued <= pos) {
@@ -587,7 +645,7 @@ void lower_stage3(Lowering& s) {
         for (int l = 0; l < nl; ++l) {
             const int pos = fwd_pos[static_cast<std::size_t>(l)];
             s.forward(m, l, fetch(pos));
-            release(l, pos);
+            if (!kept[static_cast<std::size_t>(l)]) release(l, pos);
         }
         std::size_t next = 0;
         for (int l = nl - 1; l >= 0; --l) {
@@ -595,7 +653,7 @@ void lower_stage3(Lowering& s) {
             const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(l)].param_count() * s.b;
             // Each gradient is copied into the ipg buffer in its hook (fused).
             const std::int32_t bwd = s.backward(m, l, fetch(pos), s.distributed ? 2 * grad_bytes : 0);
-            release(l, pos);
+            release(l, kept[static_cast<std::size_t>(l)] ? fwd_pos[static_cast<std::size_t>(l)] : pos);
             plan.alloc(MemCategory::gradients, grad_bytes);
             plan.release(MemCategory::gradients, grad_bytes);
             if (!s.distributed) continue;
@@ -647,11 +705,16 @@ void lower_stage3(Lowering& s) {
     if (s.distributed) {
         std::int64_t ag_elems = 0;
         for (const auto& li : layers) ag_elems += li.gather_padded;
+        std::size_t forward_gathers = 0;
+        for (int pos : fwd_pos) forward_gathers += pos >= 0;
         plan.notes.push_back(fmt::format(
-            "ZeRO stage 3: {} submodules gathered before forward and again before backward ({:.3g} elements each "
-            "pass), {} reduce-scatter(s) per micro-step, {} persistent elements (<= {} each) kept whole{}.",
-            (trace.size() / 2), double(ag_elems), buckets.size(), persist, z.persistence_elems,
-            prefetch ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched"));
+            "ZeRO stage 3: {} submodules gathered before forward ({:.3g} elements), {} of them again before backward "
+            "(the others are reused within stage3_max_reuse_distance={:.3g} and stay gathered), {} reduce-scatter(s) "
+            "per micro-step, {} persistent elements (<= {} each) kept whole, {:.0f} us of host hooks per submodule "
+            "fetch{}.",
+            forward_gathers, double(ag_elems), trace.size() - forward_gathers, double(z.reuse_elems), buckets.size(),
+            persist, z.persistence_elems, double(kStage3HookNs) / 1e3,
+            prefetch ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched or kept"));
     }
     if (offload_opt)
         plan.notes.push_back(fmt::format(
@@ -756,6 +819,12 @@ void register_zero(Registry<Strategy>& r) {
          {},
          0},
         {"stage3_max_live_parameters", KnobType::number, "1000000000", "stage 3: cap on gathered elements", {}, 0},
+        {"stage3_max_reuse_distance",
+         KnobType::number,
+         "1000000000",
+         "stage 3: keep a parameter gathered after forward if it is reused within this many elements",
+         {},
+         0},
         {"sub_group_size", KnobType::number, "1000000000", "stage 3: optimizer-step tile in elements", {}, 0, true},
         {"offload_optimizer", KnobType::choice, "none", "optimizer states and step on the host (cpu; nvme: stage 3)",
          devices, 0},

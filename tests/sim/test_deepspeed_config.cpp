@@ -96,6 +96,7 @@ TEST_CASE("a HuggingFace ZeRO-3 template: \"auto\" keeps dtsim's values, the res
     CHECK(knob(c, "overlap_comm") == "true");
     CHECK(knob(c, "sub_group_size") == "1000000000");
     CHECK(knob(c, "stage3_max_live_parameters") == "1000000000");
+    CHECK(knob(c, "stage3_max_reuse_distance") == "1000000000");
     CHECK(knob(c, "reduce_bucket_size") == "(unset)");
     CHECK(knob(c, "stage3_prefetch_bucket_size") == "(unset)");
     // The knobs are valid for the strategy: it simulates.
@@ -162,6 +163,19 @@ TEST_CASE("malformed DeepSpeed configs: errors name the file and the field") {
           "/zero_optimization/stage");
     CHECK(error_field(write(dir, "b.json", R"({"zero_optimization": {"stage": 5}})")) == "/zero_optimization/stage");
     CHECK(error_field(write(dir, "c.json", R"({"zero_optimization": {"stage": 0}})")) == "/zero_optimization/stage");
+    // DeepSpeed's default stage is 0 (no ZeRO): a missing stage is an error, not stage 2.
+    CHECK(error_field(write(dir, "c2.json", R"({"zero_optimization": {"reduce_bucket_size": 5e8}})")) ==
+          "/zero_optimization/stage");
+    {
+        Config c = base();
+        try {
+            apply_deepspeed_config(write(dir, "c3.json", R"({"zero_optimization": {}})"), c);
+            FAIL("no error");
+        } catch (const ParseError& e) {
+            CHECK(e.field() == "/zero_optimization/stage");
+            CHECK_THAT(std::string(e.what()), Catch::Contains("stages 1-3") && Catch::Contains("--strategy ddp"));
+        }
+    }
     CHECK(error_field(write(dir, "d.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket": 5e8}})")) ==
           "/zero_optimization/reduce_bucket");
     CHECK(error_field(write(dir, "e.json", R"({"zero_optimization": {"stage": 2, "reduce_bucket_size": -1}})")) ==
@@ -198,4 +212,17 @@ TEST_CASE("knobs given after the file override it; contradictions surface when l
     CHECK_THROWS_WITH(simulate(c, calib::load_hardware("a100-sxm")), Catch::Contains("offload_param"));
     c.knobs.emplace_back("stage", "3");
     CHECK_NOTHROW(simulate(c, calib::load_hardware("a100-sxm")));
+}
+
+TEST_CASE("stage3_max_reuse_distance (either spelling) becomes the knob") {
+    test::TempDir dir;
+    Config c = base();
+    apply_deepspeed_config(
+        write(dir, "r.json", R"({"zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 2e8}})"), c);
+    CHECK(knob(c, "stage3_max_reuse_distance") == "200000000");
+    Config d = base();
+    apply_deepspeed_config(write(dir, "r2.json", R"({"zero_optimization": {"stage": 3, "max_reuse_distance": 0}})"), d);
+    CHECK(knob(d, "stage3_max_reuse_distance") == "0");
+    CHECK(error_field(write(dir, "r3.json", R"({"zero_optimization": {"stage": 3, "max_reuse_distance": -5}})")) ==
+          "/zero_optimization/max_reuse_distance");
 }
