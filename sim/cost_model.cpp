@@ -215,6 +215,14 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         return cache[i];
     };
     std::vector<std::int64_t> out(plan.tasks.size());
+    struct CollectiveKey {
+        CollectiveKind kind;
+        std::int64_t bytes;
+        std::int32_t group;
+        bool operator==(const CollectiveKey&) const = default;
+    };
+    std::vector<CollectiveKey> collective_keys;
+    std::vector<double> collective_prices;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
         double ns = 0;
@@ -222,9 +230,19 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
             case TaskKind::compute:
                 ns = t.layer >= 0 ? layer_ns(t) + elementwise_ns(t.bytes) : pass_ns(t.bytes, t.flops, t.launches);
                 break;
-            case TaskKind::collective:
-                ns = collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]);
+            case TaskKind::collective: {
+                // Plans repeat the same collective (per layer, per bucket): price each once.
+                const CollectiveKey key{t.collective, t.bytes, t.group};
+                auto it = std::find(collective_keys.begin(), collective_keys.end(), key);
+                if (it == collective_keys.end()) {
+                    collective_keys.push_back(key);
+                    collective_prices.push_back(
+                        collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]));
+                    it = collective_keys.end() - 1;
+                }
+                ns = collective_prices[static_cast<std::size_t>(it - collective_keys.begin())];
                 break;
+            }
             case TaskKind::copy: ns = copy_ns(t.transfer, t.bytes, t.pinned); break;
             case TaskKind::host_compute:
                 ns = t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns)
@@ -232,7 +250,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 break;
             case TaskKind::io: ns = nvme_ns(t.transfer, t.bytes); break;
         }
-        out[i] = static_cast<std::int64_t>(std::llround(ns));
+        out[i] = static_cast<std::int64_t>(ns + 0.5);  // ns >= 0
     }
     return out;
 }

@@ -11,6 +11,7 @@ namespace {
 
 struct Running {
     std::int32_t task;
+    TaskKind kind;
     double remaining_ns;  // standalone work left
     double rate;          // work ns per wall ns
 };
@@ -37,11 +38,18 @@ public:
             for (auto d : plan.deps_of(plan.tasks[i]))
                 succ_[fill[static_cast<std::size_t>(d)]++] = static_cast<std::int32_t>(i);
         queue_.resize(plan.streams.size());
+        std::vector<std::size_t> per_stream(plan.streams.size(), 0);
+        for (const auto& t : plan.tasks) ++per_stream[static_cast<std::size_t>(t.stream)];
+        for (std::size_t s = 0; s < queue_.size(); ++s) queue_[s].reserve(per_stream[s]);
         for (std::size_t i = 0; i < n; ++i)
             queue_[static_cast<std::size_t>(plan.tasks[i].stream)].push_back(static_cast<std::int32_t>(i));
+        schedule_.memory.reserve(n);
         head_.assign(plan.streams.size(), 0);
-        busy_.assign(plan.streams.size(), false);
+        busy_.assign(plan.streams.size(), 0);
         current_ = plan.resident;
+        for (int c = 0; c < kMemCategories; ++c)
+            (is_host(static_cast<MemCategory>(c)) ? host_total_ : device_total_) +=
+                current_[static_cast<std::size_t>(c)];
     }
 
     Schedule run() {
@@ -49,6 +57,7 @@ public:
         for (std::size_t s = 0; s < queue_.size(); ++s) try_start_stream(s);
         std::size_t done = 0;
         while (!running_.empty()) {
+            if (rates_stale_) update_rates();
             // Next completion; ties go to the lowest task id (determinism).
             std::size_t next = 0;
             double best = finish_after(running_[0]);
@@ -64,11 +73,11 @@ public:
             for (auto& r : running_) r.remaining_ns -= r.rate * static_cast<double>(dt);
             // Finish every task that is done by now (the chosen one and any tie).
             running_[next].remaining_ns = 0;
-            std::vector<std::int32_t> finished;
+            finished.clear();
             for (const auto& r : running_)
                 if (r.remaining_ns <= 0.5) finished.push_back(r.task);
             std::erase_if(running_, [](const Running& r) { return r.remaining_ns <= 0.5; });
-            std::sort(finished.begin(), finished.end());
+            if (finished.size() > 1) std::sort(finished.begin(), finished.end());
             for (auto t : finished) finish(t);
             done += finished.size();
             for (auto t : finished) {
@@ -77,7 +86,7 @@ public:
                      k < succ_begin_[static_cast<std::size_t>(t) + 1]; ++k)
                     try_start_stream(static_cast<std::size_t>(plan_.tasks[static_cast<std::size_t>(succ_[k])].stream));
             }
-            update_rates();
+            rates_stale_ = true;
         }
         DTSIM_ASSERT(done == plan_.tasks.size(),
                      "plan deadlocked: a task waits on a task queued behind it on the same stream");
@@ -92,7 +101,7 @@ private:
         if (busy_[s] || head_[s] >= queue_[s].size()) return;
         const std::int32_t t = queue_[s][head_[s]];
         if (pending_deps_[static_cast<std::size_t>(t)] > 0) return;
-        busy_[s] = true;
+        busy_[s] = 1;
         ++head_[s];
         start(t);
     }
@@ -104,21 +113,23 @@ private:
         for (const auto& m : plan_.memory_of(task))
             if (m.bytes > 0) {
                 current_[static_cast<std::size_t>(m.category)] += m.bytes;
+                (is_host(m.category) ? host_total_ : device_total_) += m.bytes;
                 changed = true;
             }
         if (changed) record_memory();
-        running_.push_back({t, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0});
-        update_rates();
+        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0});
+        rates_stale_ = true;
     }
 
     void finish(std::int32_t t) {
         const Task& task = plan_.tasks[static_cast<std::size_t>(t)];
         schedule_.timings[static_cast<std::size_t>(t)].end_ns = now_;
-        busy_[static_cast<std::size_t>(task.stream)] = false;
+        busy_[static_cast<std::size_t>(task.stream)] = 0;
         bool changed = false;
         for (const auto& m : plan_.memory_of(task))
             if (m.bytes < 0) {
                 current_[static_cast<std::size_t>(m.category)] += m.bytes;
+                (is_host(m.category) ? host_total_ : device_total_) += m.bytes;
                 DTSIM_ASSERT(current_[static_cast<std::size_t>(m.category)] >= 0, "memory went negative");
                 changed = true;
             }
@@ -130,28 +141,21 @@ private:
     // Compute slows while a collective runs (NCCL kernels take SMs); a
     // collective slows while compute runs; concurrent collectives share the link.
     void update_rates() {
+        rates_stale_ = false;
         int comm = 0;
         bool compute = false;
         for (const auto& r : running_) {
-            TaskKind k = plan_.tasks[static_cast<std::size_t>(r.task)].kind;
-            comm += k == TaskKind::collective;
-            compute = compute || k == TaskKind::compute;
+            comm += r.kind == TaskKind::collective;
+            compute = compute || r.kind == TaskKind::compute;
         }
-        for (auto& r : running_) {
-            TaskKind k = plan_.tasks[static_cast<std::size_t>(r.task)].kind;
-            if (k == TaskKind::compute)
-                r.rate = comm > 0 ? 1.0 / overlap_.compute_slowdown_under_comm : 1.0;
-            else if (k == TaskKind::collective)
-                r.rate = 1.0 / (comm * (compute ? overlap_.comm_slowdown_under_compute : 1.0));
-            else
-                r.rate = 1.0;
-        }
+        const double compute_rate = comm > 0 ? 1.0 / overlap_.compute_slowdown_under_comm : 1.0;
+        const double comm_rate = comm > 0 ? 1.0 / (comm * (compute ? overlap_.comm_slowdown_under_compute : 1.0)) : 1.0;
+        for (auto& r : running_)
+            r.rate = r.kind == TaskKind::compute ? compute_rate : r.kind == TaskKind::collective ? comm_rate : 1.0;
     }
 
     void record_memory() {
-        std::int64_t total = 0, host = 0;
-        for (int c = 0; c < kMemCategories; ++c)
-            (is_host(static_cast<MemCategory>(c)) ? host : total) += current_[static_cast<std::size_t>(c)];
+        const std::int64_t total = device_total_, host = host_total_;
         if (!schedule_.memory.empty() && schedule_.memory.back().time_ns == now_)
             schedule_.memory.back() = {now_, total, host};
         else
@@ -172,8 +176,11 @@ private:
     std::vector<std::int32_t> succ_;
     std::vector<std::vector<std::int32_t>> queue_;
     std::vector<std::size_t> head_;
-    std::vector<bool> busy_;
+    std::vector<char> busy_;
     std::vector<Running> running_;
+    std::vector<std::int32_t> finished;  // reused each event
+    bool rates_stale_ = false;
+    std::int64_t device_total_ = 0, host_total_ = 0;
     MemoryBreakdown current_{};
     std::int64_t now_ = 0;
 };

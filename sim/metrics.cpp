@@ -55,7 +55,7 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
             m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * m.mfu_peak_tflops * 1e12);
     }
     std::vector<Interval> compute, comm, copy, host, io;
-    std::map<std::tuple<int, std::int64_t, int>, int> calls;
+    std::vector<std::tuple<int, std::int64_t, int>> calls;  // (kind, bytes, group size) per collective
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
         const Interval iv{schedule.timings[i].start_ns, schedule.timings[i].end_ns};
@@ -73,7 +73,7 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
         if (t.kind == TaskKind::collective) {
             comm.push_back(iv);
             const int group = plan.groups[static_cast<std::size_t>(t.group)].size;
-            ++calls[{static_cast<int>(t.collective), t.bytes, group}];
+            calls.emplace_back(static_cast<int>(t.collective), t.bytes, group);
             m.comm_bytes_per_step += t.bytes;
         }
     }
@@ -93,9 +93,14 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
     m.device_memory_bytes = calibration.device.memory_bytes;
     m.usable_memory_bytes = calibration.device.memory_bytes - calibration.device.reserved_bytes;
     m.fits = m.peak_memory_bytes <= m.usable_memory_bytes;
-    for (const auto& [key, count] : calls)
-        m.collectives.push_back(
-            {static_cast<calib::CollectiveKind>(std::get<0>(key)), std::get<1>(key), std::get<2>(key), count});
+    std::sort(calls.begin(), calls.end());
+    for (std::size_t i = 0; i < calls.size();) {
+        std::size_t j = i;
+        while (j < calls.size() && calls[j] == calls[i]) ++j;
+        m.collectives.push_back({static_cast<calib::CollectiveKind>(std::get<0>(calls[i])), std::get<1>(calls[i]),
+                                 std::get<2>(calls[i]), static_cast<int>(j - i)});
+        i = j;
+    }
     // Largest payloads first within a kind, so the report reads top-down.
     std::stable_sort(m.collectives.begin(), m.collectives.end(), [](const auto& a, const auto& b) {
         return std::tie(a.kind, b.bytes, a.group_size) < std::tie(b.kind, a.bytes, b.group_size);
