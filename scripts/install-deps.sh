@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev catch2 libcli11-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev
 )
 
 missing=()

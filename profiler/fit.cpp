@@ -1,0 +1,2 @@
+// Placeholder (issue 4).
+#include "dtsim/profiler/fit.hpp"

@@ -1,0 +1,46 @@
+// MPI collectives measured like nccl-tests: one file per collective under
+// profiler/collectives/ fills the same small table (name, bytes, bus-bandwidth
+// factor, run), one driver sweeps sizes, checks results (#wrong) and prints
+// nccl-tests' columns (formats.md §8).
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/measure.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::profiler {
+
+struct CollectiveRow {
+    calib::CollectiveKind kind;
+    std::int64_t size_bytes = 0;  // nccl-tests' size: total bytes S
+    std::int64_t count = 0;       // elements
+    Measurement time;             // slowest rank per iteration, median over iterations
+    double algbw_gbps = 0;
+    double busbw_gbps = 0;
+    std::int64_t wrong = 0;  // elements that differ from the expected result
+};
+
+struct CollectiveSweep {
+    std::vector<calib::CollectiveKind> kinds;
+    std::int64_t min_bytes = 1024;
+    std::int64_t max_bytes = 256LL << 20;
+    int factor = 2;  // size multiplier between steps (nccl-tests -f)
+};
+
+// Collective over MPI_COMM_WORLD; every rank must call it. Results are the
+// same on every rank.
+std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
+                                                 const ProgressFn& progress);
+
+// nccl-tests' table for one collective: header and one row per size.
+std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks);
+
+// How much a running collective slows compute and the reverse: a GEMM loop on
+// one thread while another thread runs large allreduces (MPI_THREAD_MULTIPLE
+// when available, else serialised and reported as 1.0). Every rank calls it.
+calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy);
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,47 @@
+// CPU backend microbenchmarks (OpenBLAS, memory, files, CPU Adam). Each runs on
+// the calling rank alone; under mpirun every rank measures and rank 0 reports.
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/measure.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dtsim::profiler {
+
+struct GemmShape {
+    std::int64_t m = 0, n = 0, k = 0;
+    auto operator<=>(const GemmShape&) const = default;
+};
+
+// The default grid of shapes (small to large, square and skinny); `quick` is a
+// few shapes for tests.
+std::vector<GemmShape> default_gemm_shapes(bool quick);
+
+// cblas_sgemm over `shapes` (fp32; one BLAS thread per rank): a measured
+// GemmPoint per shape.
+std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, const RepeatPolicy& policy,
+                                         const ProgressFn& progress);
+
+struct MemoryResult {
+    double stream_gbps = 0;         // a streaming read+write kernel (elementwise ops)
+    double memcpy_gbps = 0;         // memcpy of large buffers (host copies)
+    double kernel_overhead_us = 0;  // the cost of a tiny pass (call overhead)
+};
+MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const ProgressFn& progress);
+
+struct FileIoResult {
+    double write_gbps = 0;
+    double read_gbps = 0;
+};
+// Writes and reads a real file of `bytes` in `directory` (fsync'ed writes,
+// reads after dropping it from the cache where possible); removes it after.
+FileIoResult bench_file_io(const std::string& directory, std::int64_t bytes, const RepeatPolicy& policy);
+
+// A real Adam update (fp32 params, grads, m, v) over `parameters` elements.
+double bench_cpu_adam_params_per_s(std::int64_t parameters, const RepeatPolicy& policy);
+
+}  // namespace dtsim::profiler

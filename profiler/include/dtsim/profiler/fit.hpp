@@ -1,0 +1,22 @@
+// Fitting measured points to the Calibration's curves, each with its error.
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+
+#include <span>
+#include <vector>
+
+namespace dtsim::profiler {
+
+// Least-squares alpha-beta line t = latency + S * busbw_factor(kind, n) / busbw
+// over the points, weighted so that small and large sizes count alike
+// (relative error); fit_error is the relative RMS error.
+calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkScope scope, int group_size,
+                                      std::span<const calib::CollectivePoint> points);
+
+// Fits max_efficiency and the half-efficiency dimensions of a GemmCurve with
+// the given peak to measured points; fit_error is the relative RMS error of the
+// predicted times.
+calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points);
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,37 @@
+// Timing helpers shared by every microbenchmark: warm-up, repeats until a time
+// budget, the median kept and the spread recorded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::profiler {
+
+struct Measurement {
+    double median_us = 0;
+    double min_us = 0;
+    double max_us = 0;
+    double spread = 0;  // (p90 - p10) / median
+    int samples = 0;
+};
+
+struct RepeatPolicy {
+    int warmup = 2;
+    int min_samples = 5;
+    int max_samples = 200;
+    double budget_s = 0.2;  // stop once min_samples are taken and this much time has passed
+};
+
+// Times `run` (which returns its own duration in microseconds, so that MPI
+// benchmarks can report the slowest rank) under the policy.
+Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run);
+
+// Summarises raw samples in microseconds.
+Measurement summarize(std::vector<double> samples_us);
+
+// Reports progress of long work: what is being measured and the fraction done.
+using ProgressFn = std::function<void(std::string_view what, double fraction)>;
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,41 @@
+#include "dtsim/profiler/measure.hpp"
+
+#include "dtsim/common/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace dtsim::profiler {
+
+Measurement summarize(std::vector<double> samples_us) {
+    DTSIM_ASSERT(!samples_us.empty(), "a measurement needs at least one sample");
+    std::sort(samples_us.begin(), samples_us.end());
+    auto quantile = [&](double q) {
+        const double pos = q * static_cast<double>(samples_us.size() - 1);
+        const auto lo = static_cast<std::size_t>(std::floor(pos));
+        const auto hi = std::min(lo + 1, samples_us.size() - 1);
+        return samples_us[lo] + (pos - static_cast<double>(lo)) * (samples_us[hi] - samples_us[lo]);
+    };
+    Measurement m;
+    m.samples = static_cast<int>(samples_us.size());
+    m.median_us = quantile(0.5);
+    m.min_us = samples_us.front();
+    m.max_us = samples_us.back();
+    m.spread = m.median_us > 0 ? (quantile(0.9) - quantile(0.1)) / m.median_us : 0;
+    return m;
+}
+
+Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run) {
+    for (int i = 0; i < policy.warmup; ++i) run();
+    std::vector<double> samples;
+    const auto start = std::chrono::steady_clock::now();
+    while (static_cast<int>(samples.size()) < policy.max_samples) {
+        samples.push_back(run());
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (static_cast<int>(samples.size()) >= policy.min_samples && elapsed >= policy.budget_s) break;
+    }
+    return summarize(std::move(samples));
+}
+
+}  // namespace dtsim::profiler
