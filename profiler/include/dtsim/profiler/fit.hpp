@@ -16,7 +16,8 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
 
 // Fits max_efficiency and the half-efficiency dimensions of a GemmCurve with
 // the given peak to measured points; fit_error is the relative RMS error of the
-// predicted times.
+// predicted times. peak_tflops <= 0 (CPU): the peak is estimated as the fitted
+// curve's large-GEMM rate and max_efficiency is 1.
 calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points);
 
 }  // namespace dtsim::profiler

@@ -1,0 +1,127 @@
+// GEMM microbenchmark of the CPU backend: OpenBLAS cblas_sgemm (row-major,
+// fp32) on one BLAS thread, so that every MPI rank measures one core's worth of
+// compute as the simulator prices it per rank.
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+
+#include <fmt/format.h>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+namespace dtsim::profiler {
+
+namespace {
+
+// Tiny GEMMs are looped so that one sample lasts at least this long: a single
+// call is near the clock's resolution and its overhead.
+constexpr double kMinSampleUs = 50.0;
+constexpr int kMaxCallsPerSample = 4096;
+
+double elapsed_us(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Deterministic values in [-0.5, 0.5): no denormals, no zeros, same every run.
+void fill(std::vector<float>& v, std::size_t seed) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<float>((i * 7919 + seed * 104729) % 1024) / 1024.0f - 0.5f;
+}
+
+// Restores the caller's BLAS thread count when the benchmark ends.
+class OneBlasThread {
+public:
+    OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+    ~OneBlasThread() { openblas_set_num_threads(saved_); }
+    OneBlasThread(const OneBlasThread&) = delete;
+    OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+private:
+    int saved_;
+};
+
+}  // namespace
+
+std::vector<GemmShape> default_gemm_shapes(bool quick) {
+    if (quick) return {{8, 8, 8}, {64, 64, 64}, {256, 256, 256}, {512, 512, 512}};
+    return {
+        // Square, small to large.
+        {64, 64, 64},
+        {128, 128, 128},
+        {256, 256, 256},
+        {512, 512, 512},
+        {1024, 1024, 1024},
+        {2048, 2048, 2048},
+        // Tall-skinny and short-wide: one or two small dimensions.
+        {2048, 64, 64},
+        {2048, 64, 1024},
+        {2048, 128, 2048},
+        {1024, 64, 1024},
+        {64, 2048, 2048},
+        {64, 1024, 256},
+        {256, 2048, 64},
+        {1024, 1024, 64},
+        // Transformer-like: many tokens (m) by hidden sizes (n, k) of 256-1024.
+        {2048, 256, 256},
+        {2048, 512, 512},
+        {2048, 1024, 1024},
+        {2048, 1024, 256},
+        {2048, 256, 1024},
+        {2048, 768, 768},
+        {2048, 2048, 512},
+        {2048, 512, 2048},
+        {1024, 1024, 256},
+        {1024, 256, 1024},
+        {512, 768, 768},
+    };
+}
+
+std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, const RepeatPolicy& policy,
+                                         const ProgressFn& progress) {
+    const OneBlasThread one_thread;
+    std::vector<calib::GemmPoint> out;
+    out.reserve(shapes.size());
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+        const GemmShape& shape = shapes[s];
+        if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0)
+            throw Error(fmt::format("GEMM shape {}x{}x{} has a non-positive dimension", shape.m, shape.n, shape.k));
+        if (progress)
+            progress(fmt::format("sgemm {}x{}x{}", shape.m, shape.n, shape.k),
+                     static_cast<double>(s) / static_cast<double>(shapes.size()));
+        const auto m = static_cast<blasint>(shape.m);
+        const auto n = static_cast<blasint>(shape.n);
+        const auto k = static_cast<blasint>(shape.k);
+        // Buffers are allocated and filled once per shape, outside the timing.
+        std::vector<float> a(static_cast<std::size_t>(shape.m * shape.k));
+        std::vector<float> b(static_cast<std::size_t>(shape.k * shape.n));
+        std::vector<float> c(static_cast<std::size_t>(shape.m * shape.n));
+        fill(a, 1);
+        fill(b, 2);
+        fill(c, 3);
+        auto call = [&] {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                        c.data(), n);
+        };
+        // One timed call (after a first, cold one) decides how many calls a sample loops.
+        call();
+        const auto probe = std::chrono::steady_clock::now();
+        call();
+        const double one_us = std::max(elapsed_us(probe), 1e-3);
+        const int calls = std::clamp(static_cast<int>(std::ceil(kMinSampleUs / one_us)), 1, kMaxCallsPerSample);
+        const Measurement meas = measure(policy, [&] {
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = 0; i < calls; ++i) call();
+            return elapsed_us(start) / calls;
+        });
+        out.push_back({DType::fp32, shape.m, shape.n, shape.k, 1, meas.median_us});
+    }
+    if (progress) progress("sgemm", 1.0);
+    return out;
+}
+
+}  // namespace dtsim::profiler

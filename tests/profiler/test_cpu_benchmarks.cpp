@@ -1,0 +1,87 @@
+// CPU microbenchmarks: real measurements with short policies, so the whole file
+// runs in a few seconds on a small machine.
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace dtsim;
+using namespace dtsim::profiler;
+using dtsim::test::TempDir;
+
+namespace {
+
+const RepeatPolicy kQuick{1, 3, 20, 0.02};
+
+}  // namespace
+
+TEST_CASE("bench_gemm measures one point per shape, big shapes faster per flop") {
+    const auto shapes = default_gemm_shapes(true);
+    REQUIRE(shapes.size() >= 2);
+    int calls = 0;
+    const auto points = bench_gemm(shapes, kQuick, [&](std::string_view, double f) {
+        CHECK(f >= 0);
+        CHECK(f <= 1);
+        ++calls;
+    });
+    CHECK(calls > 0);
+    REQUIRE(points.size() == shapes.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+        CHECK(points[i].dtype == DType::fp32);
+        CHECK(points[i].m == shapes[i].m);
+        CHECK(points[i].n == shapes[i].n);
+        CHECK(points[i].k == shapes[i].k);
+        CHECK(points[i].batch == 1);
+        CHECK(points[i].time_us > 0);
+    }
+    // A 4x4x4 GEMM is all call overhead; 256^3 runs near peak (about 20x the
+    // rate here), a margin that survives a loaded machine.
+    const std::vector<GemmShape> pair{{4, 4, 4}, {256, 256, 256}};
+    const auto timed = bench_gemm(pair, kQuick, nullptr);
+    REQUIRE(timed.size() == 2);
+    auto rate = [](const calib::GemmPoint& p) { return 2.0 * double(p.m) * double(p.n) * double(p.k) / p.time_us; };
+    CHECK(rate(timed[1]) > 2 * rate(timed[0]));
+}
+
+TEST_CASE("default GEMM shapes: the full grid is larger and covers skinny shapes") {
+    const auto full = default_gemm_shapes(false);
+    CHECK(full.size() >= 20);
+    CHECK(full.size() > default_gemm_shapes(true).size());
+    bool skinny = false;
+    for (const auto& s : full) skinny = skinny || (s.m >= 16 * s.n);
+    CHECK(skinny);
+}
+
+TEST_CASE("bench_memory reports positive bandwidths and a small kernel overhead") {
+    const MemoryResult r = bench_memory(true, kQuick, nullptr);
+    CHECK(r.stream_gbps > 0.1);
+    CHECK(r.memcpy_gbps > 0.1);
+    CHECK(r.kernel_overhead_us > 0);
+    CHECK(r.kernel_overhead_us < 100);
+}
+
+TEST_CASE("bench_file_io writes and reads a real file and leaves nothing behind") {
+    const TempDir dir;
+    const FileIoResult r = bench_file_io(dir.path().string(), std::int64_t{8} << 20, kQuick);
+    CHECK(r.write_gbps > 0);
+    CHECK(r.read_gbps > 0);
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("bench_file_io names a missing directory") {
+    const TempDir dir;
+    const std::string missing = (dir.path() / "no_such_dir").string();
+    CHECK_THROWS_WITH(bench_file_io(missing, 1 << 20, kQuick), Catch::Contains(missing));
+    CHECK(std::filesystem::is_empty(dir.path()));
+}
+
+TEST_CASE("bench_cpu_adam_params_per_s runs a real Adam step") {
+    CHECK(bench_cpu_adam_params_per_s(1 << 20, kQuick) > 1e6);
+    CHECK_THROWS_AS(bench_cpu_adam_params_per_s(0, kQuick), Error);
+}
