@@ -1,0 +1,64 @@
+// AllGather (nccl-tests all_gather_perf): each rank sends `count` elements;
+// S = count * nranks * 4, busbw factor (n-1)/n.
+#include "collective_table.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+
+namespace dtsim::profiler::collectives {
+namespace {
+
+std::int64_t count_for_bytes(std::int64_t target_bytes, int nranks) {
+    return std::max<std::int64_t>(1, target_bytes / (kTypeSize * nranks));
+}
+
+std::int64_t total_bytes(std::int64_t count, int nranks) {
+    return count * nranks * kTypeSize;
+}
+
+// Ring: n-1 steps, each moving S/n per rank.
+double busbw_factor(int nranks) {
+    return static_cast<double>(nranks - 1) / nranks;
+}
+
+void init(Buffers& b) {
+    const auto n = static_cast<std::size_t>(b.count);
+    b.send.resize(n);
+    b.recv.assign(static_cast<std::size_t>(b.count * b.nranks), 0.0f);
+    for (std::size_t i = 0; i < n; ++i) b.send[i] = input_value(b.rank, static_cast<std::int64_t>(i));
+}
+
+void run(Buffers& b) {
+    const int count = mpi_count(b.count);
+    MPI_Allgather(b.send.data(), count, MPI_FLOAT, b.recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+}
+
+// Block r of the result is rank r's send buffer.
+std::int64_t check(const Buffers& b) {
+    std::int64_t wrong = 0;
+    for (int r = 0; r < b.nranks; ++r) {
+        for (std::int64_t j = 0; j < b.count; ++j) {
+            if (differs(b.recv[static_cast<std::size_t>(r * b.count + j)], input_value(r, j))) ++wrong;
+        }
+    }
+    return wrong;
+}
+
+}  // namespace
+
+const CollectiveTable& allgather_table() {
+    static const CollectiveTable table{"all_gather",
+                                       calib::CollectiveKind::allgather,
+                                       "none",
+                                       -1,
+                                       count_for_bytes,
+                                       total_bytes,
+                                       busbw_factor,
+                                       init,
+                                       run,
+                                       check};
+    return table;
+}
+
+}  // namespace dtsim::profiler::collectives

@@ -1,0 +1,59 @@
+// AllReduce (nccl-tests all_reduce_perf): S = count * 4, busbw factor 2(n-1)/n.
+#include "collective_table.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+
+namespace dtsim::profiler::collectives {
+namespace {
+
+std::int64_t count_for_bytes(std::int64_t target_bytes, int /*nranks*/) {
+    return std::max<std::int64_t>(1, target_bytes / kTypeSize);
+}
+
+std::int64_t total_bytes(std::int64_t count, int /*nranks*/) {
+    return count * kTypeSize;
+}
+
+// Ring: a reduce-scatter then an all-gather, each moving (n-1)/n of S per rank.
+double busbw_factor(int nranks) {
+    return 2.0 * (nranks - 1) / nranks;
+}
+
+void init(Buffers& b) {
+    const auto n = static_cast<std::size_t>(b.count);
+    b.send.resize(n);
+    b.recv.assign(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) b.send[i] = input_value(b.rank, static_cast<std::int64_t>(i));
+}
+
+void run(Buffers& b) {
+    MPI_Allreduce(b.send.data(), b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+std::int64_t check(const Buffers& b) {
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < b.count; ++i) {
+        if (differs(b.recv[static_cast<std::size_t>(i)], summed_value(b.nranks, i))) ++wrong;
+    }
+    return wrong;
+}
+
+}  // namespace
+
+const CollectiveTable& allreduce_table() {
+    static const CollectiveTable table{"all_reduce",
+                                       calib::CollectiveKind::allreduce,
+                                       "sum",
+                                       -1,
+                                       count_for_bytes,
+                                       total_bytes,
+                                       busbw_factor,
+                                       init,
+                                       run,
+                                       check};
+    return table;
+}
+
+}  // namespace dtsim::profiler::collectives

@@ -1,0 +1,207 @@
+// The shared driver of the collective benchmarks: sweeps sizes, times every
+// iteration as the slowest rank's, checks results and prints nccl-tests' table.
+#include "collective_table.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/collective_benchmarks.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace dtsim::profiler {
+namespace collectives {
+
+bool differs(float got, float expected) {
+    const float tolerance = 1e-5f * std::max(1.0f, std::fabs(expected));
+    return !(std::fabs(got - expected) <= tolerance);  // NaN counts as wrong
+}
+
+int mpi_count(std::int64_t count) {
+    if (count < 0 || count > INT_MAX) {
+        throw ConfigError("A collective of " + std::to_string(count) +
+                          " elements is beyond MPI's int count; lower the maximum size.");
+    }
+    return static_cast<int>(count);
+}
+
+const CollectiveTable& table_for(calib::CollectiveKind kind) {
+    switch (kind) {
+        case calib::CollectiveKind::allreduce: return allreduce_table();
+        case calib::CollectiveKind::reduce_scatter: return reduce_scatter_table();
+        case calib::CollectiveKind::allgather: return allgather_table();
+        case calib::CollectiveKind::broadcast: return broadcast_table();
+        case calib::CollectiveKind::reduce: return reduce_table();
+    }
+    DTSIM_ASSERT(false, "unknown collective kind");
+}
+
+}  // namespace collectives
+
+namespace {
+
+using collectives::Buffers;
+using collectives::CollectiveTable;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Times `run` like measure() but collectively: each sample is the slowest
+// rank's time and the stop decision uses the slowest rank's clock, so every
+// rank takes the same number of samples and gets the same Measurement.
+Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& table, Buffers& b) {
+    for (int i = 0; i < policy.warmup; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        table.run(b);
+    }
+    std::vector<double> samples;
+    const int max_samples = std::max(1, policy.max_samples);
+    const auto start = std::chrono::steady_clock::now();
+    while (static_cast<int>(samples.size()) < max_samples) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto t0 = std::chrono::steady_clock::now();
+        table.run(b);
+        double local[2] = {seconds_since(t0) * 1e6, seconds_since(start)};
+        double slowest[2] = {0, 0};
+        MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        samples.push_back(slowest[0]);
+        if (static_cast<int>(samples.size()) >= policy.min_samples && slowest[1] >= policy.budget_s) break;
+    }
+    return summarize(std::move(samples));
+}
+
+std::vector<std::int64_t> sweep_sizes(const CollectiveSweep& sweep) {
+    if (sweep.min_bytes < 1 || sweep.max_bytes < sweep.min_bytes || sweep.factor < 2) {
+        throw ConfigError("The collective sweep needs 1 <= min_bytes <= max_bytes and a factor of at least 2 (got " +
+                          std::to_string(sweep.min_bytes) + ", " + std::to_string(sweep.max_bytes) + ", " +
+                          std::to_string(sweep.factor) + ").");
+    }
+    std::vector<std::int64_t> sizes;
+    for (std::int64_t s = sweep.min_bytes; s <= sweep.max_bytes; s *= sweep.factor) {
+        sizes.push_back(s);
+        if (s > sweep.max_bytes / sweep.factor) break;  // the next step would pass max_bytes (or overflow)
+    }
+    return sizes;
+}
+
+// nccl-tests' time column: fewer decimals as the time grows.
+std::string format_time_us(double us) {
+    char buf[32];
+    if (us >= 10000.0) {
+        std::snprintf(buf, sizeof buf, "%7.0f", us);
+    } else if (us >= 100.0) {
+        std::snprintf(buf, sizeof buf, "%7.1f", us);
+    } else {
+        std::snprintf(buf, sizeof buf, "%7.2f", us);
+    }
+    return buf;
+}
+
+void append_table(std::string& out, const CollectiveTable& table, const std::vector<const CollectiveRow*>& rows,
+                  int nranks) {
+    char buf[256];
+    const std::int64_t min_bytes = rows.empty() ? 0 : rows.front()->size_bytes;
+    const std::int64_t max_bytes = rows.empty() ? 0 : rows.back()->size_bytes;
+    out += "# Collective test starting: " + std::string(table.name) + "_perf (dtsim, MPI fp32)\n";
+    std::snprintf(buf, sizeof buf,
+                  "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld warmup iters: - iters: - agg iters: 1 "
+                  "validation: 1 graph: 0 nranks %d\n",
+                  static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), nranks);
+    out += buf;
+    out += "#\n";
+    std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s            out-of-place\n", "", "", "", "", "");
+    out += buf;
+    std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
+                  "redop", "root", "time", "algbw", "busbw", "#wrong");
+    out += buf;
+    std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "", "",
+                  "(us)", "(GB/s)", "(GB/s)", "");
+    out += buf;
+    std::int64_t wrong = 0;
+    double busbw_sum = 0;
+    for (const CollectiveRow* row : rows) {
+        std::snprintf(buf, sizeof buf, "%12lld  %12lld  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6lld\n",
+                      static_cast<long long>(row->size_bytes), static_cast<long long>(row->count), "float",
+                      std::string(table.redop).c_str(), table.root, format_time_us(row->time.median_us).c_str(),
+                      row->algbw_gbps, row->busbw_gbps, static_cast<long long>(row->wrong));
+        out += buf;
+        wrong += row->wrong;
+        busbw_sum += row->busbw_gbps;
+    }
+    std::snprintf(buf, sizeof buf, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrong),
+                  wrong == 0 ? "OK" : "FAILED");
+    out += buf;
+    std::snprintf(buf, sizeof buf, "# Avg bus bandwidth    : %g \n",
+                  rows.empty() ? 0.0 : busbw_sum / static_cast<double>(rows.size()));
+    out += buf;
+    out += "#\n";
+}
+
+}  // namespace
+
+std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
+                                                 const ProgressFn& progress) {
+    const std::vector<std::int64_t> sizes = sweep_sizes(sweep);
+    Buffers b;
+    MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
+
+    std::vector<CollectiveRow> rows;
+    const double steps = static_cast<double>(sweep.kinds.size() * sizes.size());
+    int step = 0;
+    for (const calib::CollectiveKind kind : sweep.kinds) {
+        const CollectiveTable& table = collectives::table_for(kind);
+        for (const std::int64_t target : sizes) {
+            b.count = table.count_for_bytes(target, b.nranks);
+            const std::int64_t bytes = table.total_bytes(b.count, b.nranks);
+            if (progress) {
+                progress(std::string(table.name) + " " + std::to_string(bytes) + " B", step / steps);
+            }
+            ++step;
+
+            // One checked run on fresh data, then the timed runs.
+            table.init(b);
+            table.run(b);
+            long long local_wrong = table.check(b);
+            long long wrong = 0;
+            MPI_Allreduce(&local_wrong, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+
+            CollectiveRow row{};
+            row.kind = kind;
+            row.size_bytes = bytes;
+            row.count = bytes / collectives::kTypeSize;  // nccl-tests' count column: elements in S
+            row.time = time_collective(policy, table, b);
+            row.wrong = wrong;
+            const double seconds = row.time.median_us * 1e-6;
+            row.algbw_gbps = seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0;
+            row.busbw_gbps = row.algbw_gbps * table.busbw_factor(b.nranks);
+            rows.push_back(row);
+        }
+        b.send = {};
+        b.recv = {};
+    }
+    if (progress) progress("collectives", 1.0);
+    return rows;
+}
+
+std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks) {
+    // One table per run of rows of the same collective (normally there is one).
+    std::string out;
+    std::vector<const CollectiveRow*> group;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        group.push_back(&rows[i]);
+        if (i + 1 == rows.size() || rows[i + 1].kind != rows[i].kind) {
+            append_table(out, collectives::table_for(rows[i].kind), group, nranks);
+            group.clear();
+        }
+    }
+    if (rows.empty()) append_table(out, collectives::allreduce_table(), group, nranks);
+    return out;
+}
+
+}  // namespace dtsim::profiler

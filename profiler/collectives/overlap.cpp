@@ -1,0 +1,120 @@
+// Compute/communication interference: a cblas_sgemm loop on the calling
+// thread while a second thread runs large allreduces, each compared with its
+// time alone.
+#include "collective_table.hpp"
+#include "dtsim/profiler/collective_benchmarks.hpp"
+
+#include <cblas.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace dtsim::profiler {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct Gemm {
+    int n;
+    std::vector<float> a, b, c;
+    explicit Gemm(int size)
+        : n(size),
+          a(static_cast<std::size_t>(size) * static_cast<std::size_t>(size), 1.0f),
+          b(a.size(), 0.5f),
+          c(a.size(), 0.0f) {}
+    // One GEMM; returns its time in microseconds.
+    double run() {
+        const auto t0 = std::chrono::steady_clock::now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+                    n);
+        return seconds_since(t0) * 1e6;
+    }
+};
+
+struct CommBuffers {
+    std::vector<float> send, recv;
+    explicit CommBuffers(std::size_t count) : send(count, 1.0f), recv(count, 0.0f) {}
+};
+
+// `iters` back-to-back allreduces (out of place, so values never grow); the
+// local time of each in microseconds.
+std::vector<double> allreduce_loop(CommBuffers& buf, int iters) {
+    std::vector<double> times;
+    times.reserve(static_cast<std::size_t>(iters));
+    const int count = collectives::mpi_count(static_cast<std::int64_t>(buf.send.size()));
+    for (int i = 0; i < iters; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        MPI_Allreduce(buf.send.data(), buf.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        times.push_back(seconds_since(t0) * 1e6);
+    }
+    return times;
+}
+
+// The median over iterations of the slowest rank's time (same on every rank).
+double slowest_median_us(std::vector<double> local) {
+    std::vector<double> slowest(local.size());
+    MPI_Allreduce(local.data(), slowest.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return summarize(std::move(slowest)).median_us;
+}
+
+double mean_over_ranks(double value) {
+    int nranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    double sum = 0;
+    MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / nranks;
+}
+
+}  // namespace
+
+calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
+    // A second thread calling MPI needs MPI_THREAD_MULTIPLE; every rank must agree.
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    int local_ok = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
+    int all_ok = 0;
+    MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok == 0) return {1.0, 1.0};
+
+    openblas_set_num_threads(1);
+    Gemm gemm(quick ? 192 : 768);
+    CommBuffers buf(static_cast<std::size_t>(quick ? (1 << 20) : (32 << 20)) / sizeof(float));
+    const int comm_iters = std::clamp(quick ? 5 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
+
+    // Compute alone (local to each rank).
+    const double compute_alone_us = measure(policy, [&] { return gemm.run(); }).median_us;
+
+    // Communication alone.
+    allreduce_loop(buf, std::max(1, policy.warmup));
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double comm_alone_us = slowest_median_us(allreduce_loop(buf, comm_iters));
+
+    // Both at once: GEMMs on this thread for as long as the allreduces run.
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::atomic<bool> comm_done{false};
+    std::vector<double> comm_local;
+    std::thread comm([&] {
+        comm_local = allreduce_loop(buf, comm_iters);
+        comm_done.store(true, std::memory_order_release);
+    });
+    std::vector<double> compute_times;
+    while (!comm_done.load(std::memory_order_acquire)) compute_times.push_back(gemm.run());
+    comm.join();
+    if (compute_times.empty()) compute_times.push_back(compute_alone_us);
+    const double comm_together_us = slowest_median_us(std::move(comm_local));
+    const double compute_together_us = summarize(std::move(compute_times)).median_us;
+
+    calib::OverlapSpec spec;
+    const double compute_slowdown = compute_alone_us > 0 ? compute_together_us / compute_alone_us : 1.0;
+    spec.compute_slowdown_under_comm = std::max(1.0, mean_over_ranks(compute_slowdown));
+    spec.comm_slowdown_under_compute = std::max(1.0, comm_alone_us > 0 ? comm_together_us / comm_alone_us : 1.0);
+    return spec;
+}
+
+}  // namespace dtsim::profiler
