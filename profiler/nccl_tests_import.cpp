@@ -1,2 +1,427 @@
-// Placeholder (issue 4).
+// nccl-tests output (formats.md §8) into collective curves: the text table the
+// *_perf binaries print and the JSON they write with -J.
+//
+// Text: a preamble (`# Collective test starting: all_reduce_perf`, `# nThread
+// .. nGpus ..`, `# Using devices`, one `#  Rank N Group ..` line per rank), the
+// column header, one row per size (size count type redop root, then the
+// out-of-place group time algbw busbw #wrong, then the in-place group), and a
+// footer (`# Out of bounds values`, `# Avg bus bandwidth`). Column positions
+// come from the header, so -C (cputime), -S (timestamp) and -I (per-iteration
+// columns) need no special cases. A file may hold several runs; a row whose
+// size does not grow starts a new sweep (-d all, -o all, -R).
 #include "dtsim/profiler/nccl_tests_import.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::profiler {
+namespace {
+
+using calib::CollectiveKind;
+
+constexpr const char* kKindFix =
+    "dtsim reads the collective from the `# Collective test starting: <name>_perf` line nccl-tests prints, then from "
+    "any `<name>_perf` or AllReduce/AllGather/ReduceScatter/Broadcast mention in the output, then from the file "
+    "name. Keep that line, or rename the file after the collective, e.g. all_reduce_perf.txt, all_gather_perf.json, "
+    "reduce_scatter_perf.txt, broadcast_perf.txt or reduce_perf.txt";
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// A collective named in a binary or file name ("all_reduce", "allreduce",
+// "reduce_scatter", ...). Returns the canonical name; kinds dtsim does not
+// model (alltoall, sendrecv, ...) come back too so that the error can name them.
+std::optional<std::string> find_collective_name(std::string_view text, bool require_perf_suffix) {
+    static const std::regex loose(
+        "(^|[^a-z])(all_?reduce|reduce_?scatter|all_?gather|all_?to_?allv?|broadcast|send_?recv|hypercube|reduce|"
+        "gather|scatter)(?=[^a-z]|$)");
+    static const std::regex strict(
+        "(^|[^a-z])(all_?reduce|reduce_?scatter|all_?gather|all_?to_?allv?|broadcast|send_?recv|hypercube|reduce|"
+        "gather|scatter)_perf");
+    std::string s = lower(text);
+    std::smatch m;
+    if (!std::regex_search(s, m, require_perf_suffix ? strict : loose)) return std::nullopt;
+    std::string name = m[2].str();
+    name.erase(std::remove(name.begin(), name.end(), '_'), name.end());
+    return name;
+}
+
+// CamelCase collective names as NCCL and nccl-tests write them in prose.
+std::optional<std::string> find_camel_case_collective(std::string_view text) {
+    static const std::regex camel("\\b(AllReduce|ReduceScatter|AllGather|Broadcast)\\b");
+    std::string s(text);
+    std::smatch m;
+    if (!std::regex_search(s, m, camel)) return std::nullopt;
+    return lower(m[1].str());
+}
+
+// Canonical name -> kind; names dtsim does not model give a ParseError.
+CollectiveKind kind_from_name(const std::string& name, const std::string& file, const std::string& field) {
+    if (name == "allreduce") return CollectiveKind::allreduce;
+    if (name == "reducescatter") return CollectiveKind::reduce_scatter;
+    if (name == "allgather") return CollectiveKind::allgather;
+    if (name == "broadcast") return CollectiveKind::broadcast;
+    if (name == "reduce") return CollectiveKind::reduce;
+    throw ParseError(file, field,
+                     fmt::format("the output is for `{}`, a collective dtsim does not model; import all_reduce_perf, "
+                                 "all_gather_perf, reduce_scatter_perf, broadcast_perf or reduce_perf output",
+                                 name));
+}
+
+// nccl-tests prints NCCL's version code: 22809 for 2.28.9 (2.9 and later),
+// 2708 for 2.7.8 (older).
+std::string version_from_code(long code) {
+    if (code <= 0) return {};
+    if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+    return fmt::format("{}.{}.{}", code / 1000, (code % 1000) / 100, code % 100);
+}
+
+std::vector<std::string> split_ws(std::string_view line) {
+    std::vector<std::string> out;
+    std::size_t i = 0;
+    while (i < line.size()) {
+        while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+        std::size_t j = i;
+        while (j < line.size() && !std::isspace(static_cast<unsigned char>(line[j]))) ++j;
+        if (j > i) out.emplace_back(line.substr(i, j - i));
+        i = j;
+    }
+    return out;
+}
+
+bool is_all_digits(std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::optional<std::int64_t> parse_int(const std::string& s) {
+    if (!is_all_digits(s)) return std::nullopt;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), nullptr, 10);
+    if (errno != 0) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+}
+
+std::optional<double> parse_double(const std::string& s) {
+    if (s.empty()) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    double v = std::strtod(s.c_str(), &end);
+    if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+    return v;
+}
+
+// Text after "#" with leading spaces removed.
+std::string_view comment_body(std::string_view line) {
+    line.remove_prefix(1);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+    return line;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+    return s.substr(0, prefix.size()) == prefix;
+}
+
+struct Preamble {
+    std::optional<std::string> collective;  // from "# Collective test starting:"
+    int collective_line = 0;
+    int rank_lines = 0;
+    int threads_times_gpus = 0;
+    std::string nccl_version;
+};
+
+struct PendingRun {
+    Preamble preamble;
+    int first_line = 0;
+    std::vector<calib::CollectivePoint> points;
+};
+
+// Resolves the kind and group size of each run once the whole file is read.
+NcclTestsRun finish_run(const PendingRun& run, const std::string& text, const std::string& file) {
+    NcclTestsRun out;
+    std::string field = fmt::format("line {}", run.first_line);
+    if (run.preamble.collective) {
+        out.kind = kind_from_name(*run.preamble.collective, file, fmt::format("line {}", run.preamble.collective_line));
+    } else if (auto named = find_collective_name(text, true)) {
+        out.kind = kind_from_name(*named, file, field);
+    } else if (auto camel = find_camel_case_collective(text)) {
+        out.kind = kind_from_name(*camel, file, field);
+    } else if (auto from_file = find_collective_name(std::filesystem::path(file).filename().string(), false)) {
+        out.kind = kind_from_name(*from_file, file, field);
+    } else {
+        throw ParseError(file, field, fmt::format("cannot tell which collective this table measures. {}", kKindFix));
+    }
+    out.nranks = run.preamble.rank_lines > 0 ? run.preamble.rank_lines : run.preamble.threads_times_gpus;
+    if (out.nranks <= 0) {
+        throw ParseError(file, field,
+                         "cannot tell how many ranks ran: keep nccl-tests' header with the `# nThread N nGpus N` line "
+                         "and the `#  Rank N Group N ...` lines (one per rank) above the table");
+    }
+    out.points = run.points;
+    out.nccl_version = run.preamble.nccl_version;
+    return out;
+}
+
+}  // namespace
+
+std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const std::string& file) {
+    static const std::regex library_version("nccl-library=([0-9]+)");
+    static const std::regex headers_version("nccl-headers=([0-9]+)");
+    static const std::regex nccl_version_line("NCCL version ([0-9]+\\.[0-9]+\\.[0-9]+)");
+    static const std::regex nthread_line("^nThread +([0-9]+) +nGpus +([0-9]+)");
+
+    std::vector<PendingRun> runs;
+    Preamble preamble;
+    bool preamble_used = false;  // a table followed the preamble: the next preamble line starts afresh
+    bool in_table = false;
+    std::size_t time_col = 5;  // column of the out-of-place time
+    std::size_t min_cols = 9;  // size count type redop root time algbw busbw #wrong
+    std::optional<PendingRun> current;
+
+    auto close_sweep = [&] {
+        if (current && !current->points.empty()) runs.push_back(std::move(*current));
+        current.reset();
+    };
+    auto preamble_line = [&] {
+        if (preamble_used) {
+            preamble = Preamble{};
+            preamble_used = false;
+        }
+    };
+
+    std::istringstream in(text);
+    std::string raw;
+    int line_no = 0;
+    while (std::getline(in, raw)) {
+        ++line_no;
+        if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+        std::string_view line = raw;
+        std::size_t first = line.find_first_not_of(" \t");
+        if (first == std::string_view::npos) continue;
+        line.remove_prefix(first);
+
+        std::smatch m;
+        if (std::regex_search(raw, m, library_version) || std::regex_search(raw, m, headers_version)) {
+            preamble_line();
+            preamble.nccl_version = version_from_code(std::strtol(m[1].str().c_str(), nullptr, 10));
+        } else if (std::regex_search(raw, m, nccl_version_line)) {
+            // Older nccl-tests print "# NCCL version 2.18.1+cuda12.1" (sometimes after the table).
+            if (preamble.nccl_version.empty()) preamble.nccl_version = m[1].str();
+            for (auto& r : runs)
+                if (r.preamble.nccl_version.empty()) r.preamble.nccl_version = m[1].str();
+            if (current && current->preamble.nccl_version.empty()) current->preamble.nccl_version = m[1].str();
+        }
+
+        if (line.front() == '#') {
+            std::string_view body = comment_body(line);
+            std::string body_s(body);
+            if (starts_with(body, "Collective test starting:")) {
+                close_sweep();
+                in_table = false;
+                preamble_line();
+                std::string rest(body.substr(std::string_view("Collective test starting:").size()));
+                auto name = find_collective_name(rest, false);
+                if (!name) {
+                    throw ParseError(file, fmt::format("line {}", line_no),
+                                     fmt::format("`{}` does not name a collective nccl-tests measures", rest));
+                }
+                preamble.collective = name;
+                preamble.collective_line = line_no;
+            } else if (std::regex_search(body_s, m, nthread_line)) {
+                preamble_line();
+                preamble.threads_times_gpus = static_cast<int>(std::strtol(m[1].str().c_str(), nullptr, 10) *
+                                                               std::strtol(m[2].str().c_str(), nullptr, 10));
+            } else if (starts_with(body, "Using devices")) {
+                preamble_line();
+            } else if (starts_with(body, "Rank ")) {
+                preamble_line();
+                ++preamble.rank_lines;
+            } else if (starts_with(body, "size ")) {
+                // The column header: find the first time column.
+                auto cols = split_ws(body);
+                auto it = std::find_if(cols.begin(), cols.end(),
+                                       [](const std::string& c) { return c == "time" || c == "cputime"; });
+                auto wrong = std::find(cols.begin(), cols.end(), "#wrong");
+                if (it == cols.end() || wrong == cols.end() || cols.size() < 5) {
+                    throw ParseError(file, fmt::format("line {}", line_no),
+                                     "expected nccl-tests' column header `size count type redop root time algbw busbw "
+                                     "#wrong ...`");
+                }
+                close_sweep();
+                time_col = static_cast<std::size_t>(it - cols.begin());
+                min_cols = static_cast<std::size_t>(wrong - cols.begin()) + 1;
+                in_table = true;
+                preamble_used = true;
+            } else if (starts_with(body, "Out of bounds values") || starts_with(body, "Avg bus bandwidth")) {
+                close_sweep();
+                in_table = false;
+            }
+            continue;
+        }
+
+        // Not a comment: a data row inside a table, or noise (NCCL INFO lines, warnings).
+        auto cols = split_ws(line);
+        if (!in_table || !is_all_digits(cols.front())) continue;
+        std::string field = fmt::format("line {}", line_no);
+        if (cols.size() < min_cols) {
+            throw ParseError(file, field,
+                             fmt::format("expected a row of at least {} columns (size count type redop root, then "
+                                         "time algbw busbw #wrong), found {}: `{}`",
+                                         min_cols, cols.size(), raw));
+        }
+        auto size = parse_int(cols[0]);
+        auto count = parse_int(cols[1]);
+        auto time = parse_double(cols[time_col]);
+        auto algbw = parse_double(cols[time_col + 1]);
+        auto busbw = parse_double(cols[time_col + 2]);
+        const std::string& wrong = cols[time_col + 3];
+        if (!size || !count) {
+            throw ParseError(file, field,
+                             fmt::format("expected integer size and count, found `{}` `{}`", cols[0], cols[1]));
+        }
+        if (!time || *time < 0) {
+            throw ParseError(file, field,
+                             fmt::format("expected the out-of-place time in microseconds, found `{}`", cols[time_col]));
+        }
+        if (!algbw || !busbw) {
+            throw ParseError(file, field,
+                             fmt::format("expected algbw and busbw numbers, found `{}` `{}`", cols[time_col + 1],
+                                         cols[time_col + 2]));
+        }
+        if (wrong != "N/A" && !parse_double(wrong)) {
+            throw ParseError(file, field, fmt::format("expected #wrong to be a number or N/A, found `{}`", wrong));
+        }
+        if (current && !current->points.empty() && *size <= current->points.back().size_bytes) close_sweep();
+        if (!current) {
+            current = PendingRun{preamble, line_no, {}};
+        }
+        current->points.push_back({*size, *time});
+    }
+    close_sweep();
+
+    if (runs.empty()) {
+        throw ParseError(file, "line 1",
+                         "found no nccl-tests result table (a `#  size  count  type  redop  root  time  algbw  busbw "
+                         "#wrong ...` header followed by rows); pass the output of an nccl-tests *_perf binary");
+    }
+    std::vector<NcclTestsRun> out;
+    out.reserve(runs.size());
+    for (const auto& r : runs) out.push_back(finish_run(r, text, file));
+    return out;
+}
+
+std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const std::string& file) {
+    Json doc = Json::parse(text, nullptr, false);
+    if (doc.is_discarded()) {
+        throw ParseError(file, "", "not valid JSON; expected the file nccl-tests writes with -J");
+    }
+    JsonView root(doc, file);
+    if (!doc.is_object()) root.fail("", "expected a JSON object (the file nccl-tests writes with -J)");
+
+    std::string version;
+    if (root.has("nccl_version")) {
+        const Json& v = doc["nccl_version"];
+        if (v.is_number_integer()) {
+            version = version_from_code(v.get<long>());
+        } else if (v.is_string()) {
+            version = v.get<std::string>();
+        } else {
+            root.fail("nccl_version", "expected NCCL's version code, e.g. 22809");
+        }
+    }
+
+    // Group size: the device list (one entry per rank, gathered over MPI), else
+    // an explicit nranks/world_size, else threads x GPUs of this process.
+    int nranks = 0;
+    if (root.has("nranks")) nranks = static_cast<int>(root.integer("nranks"));
+    if (nranks <= 0 && root.has("world_size")) nranks = static_cast<int>(root.integer("world_size"));
+    if (root.has("config")) {
+        JsonView config = root.at("config");
+        if (nranks <= 0 && config.has("nranks")) nranks = static_cast<int>(config.integer("nranks"));
+        if (nranks <= 0 && config.has("devices")) nranks = static_cast<int>(config.at("devices").size());
+        if (nranks <= 0 && config.has("nthreads") && config.has("ngpus")) {
+            nranks = static_cast<int>(config.integer("nthreads") * config.integer("ngpus"));
+        }
+    }
+    if (nranks <= 0) {
+        root.fail("config",
+                  "cannot tell how many ranks ran: expected config.devices (one per rank) or "
+                  "config.nthreads and config.ngpus as nccl-tests writes them");
+    }
+
+    // Collective: the command line, then the rows' experiment names, then the file name.
+    std::optional<std::string> name;
+    std::string name_field = "/args";
+    if (root.has("args") && doc["args"].is_array()) {
+        for (const auto& a : doc["args"]) {
+            if (a.is_string() && (name = find_collective_name(a.get<std::string>(), true))) break;
+        }
+    }
+    JsonView results = root.at("results");
+    std::size_t n = results.size();
+    for (std::size_t i = 0; !name && i < n; ++i) {
+        JsonView row = results.at(i);
+        if (row.has("experiment_name") && row.value()["experiment_name"].is_string()) {
+            name = find_collective_name(row.value()["experiment_name"].get<std::string>(), false);
+        }
+    }
+    if (!name) name = find_collective_name(std::filesystem::path(file).filename().string(), false);
+    if (!name) {
+        throw ParseError(file, "/args", fmt::format("cannot tell which collective this file measures. {}", kKindFix));
+    }
+    CollectiveKind kind = kind_from_name(*name, file, name_field);
+
+    std::vector<NcclTestsRun> out;
+    for (std::size_t i = 0; i < n; ++i) {
+        JsonView row = results.at(i);
+        std::int64_t size = row.integer("size");
+        if (size < 0) row.fail("size", "expected a size in bytes >= 0");
+        // Trace replay writes no out-of-place group; fall back to in-place.
+        std::string group =
+            row.has("out_of_place") && !row.value()["out_of_place"].is_null() ? "out_of_place" : "in_place";
+        JsonView g = row.at(group);
+        const char* time_key = g.has("time") ? "time" : "cpu_time";
+        if (!g.has(time_key)) g.fail("time", "missing: expected `time` (or `cpu_time` with -C 1) in microseconds");
+        double t = g.number(time_key);
+        if (!std::isfinite(t) || t < 0) g.fail(time_key, "expected a time in microseconds >= 0");
+        if (out.empty() || (!out.back().points.empty() && size <= out.back().points.back().size_bytes)) {
+            out.push_back(NcclTestsRun{kind, nranks, {}, version});
+        }
+        out.back().points.push_back({size, t});
+    }
+    if (out.empty()) root.fail("results", "expected at least one result row");
+    return out;
+}
+
+std::vector<NcclTestsRun> read_nccl_tests(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ParseError(path, "", "cannot open the file; check the path");
+    std::stringstream s;
+    s << in.rdbuf();
+    std::string text = s.str();
+    // nccl-tests' text output starts with '#' or NCCL log lines, never '{': a
+    // file that starts with '{' is JSON, and a syntax error in it is reported as such.
+    std::size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, path);
+    return parse_nccl_tests_text(text, path);
+}
+
+}  // namespace dtsim::profiler
