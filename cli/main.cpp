@@ -10,8 +10,8 @@
 int main(int argc, char** argv) {
     CLI::App app{
         "dtsim: a distributed-training simulator and performance advisor.\n"
-        "Predicts step time, throughput and peak memory of PyTorch DDP (and, in later\n"
-        "releases, FSDP and DeepSpeed ZeRO) before you spend the GPUs.",
+        "Predicts step time, throughput and peak memory of PyTorch DDP, FSDP and\n"
+        "DeepSpeed ZeRO configurations before you spend the GPUs.",
         "dtsim"};
     app.set_version_flag("--version", "dtsim 0.1.0");
     app.require_subcommand(0, 1);
@@ -20,12 +20,14 @@ int main(int argc, char** argv) {
         "  dtsim demo\n"
         "  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
         "      --strategy ddp --micro-batch 8 --seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json\n"
+        "  mpirun -np 2 dtsim calibrate --out cal.json    # measure this machine\n"
         "  dtsim models      # the built-in models\n"
         "  dtsim hardware    # the built-in hardware presets");
     dtsim::cli::add_simulate_command(app);
     dtsim::cli::add_demo_command(app);
     dtsim::cli::add_models_command(app);
     dtsim::cli::add_hardware_command(app);
+    dtsim::cli::add_calibrate_command(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) {

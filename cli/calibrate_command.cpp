@@ -1,0 +1,281 @@
+// `dtsim calibrate`: measure this machine (CPU backend: OpenBLAS + MPI) or
+// import nccl-tests output, and write a Calibration JSON that every command
+// takes with --hardware.
+#include "commands.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/models/model_registry.hpp"
+#include "dtsim/profiler/collective_benchmarks.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/fit.hpp"
+#include "dtsim/profiler/host_info.hpp"
+#include "dtsim/profiler/nccl_tests_import.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "format_units.hpp"
+#include "progress.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+namespace dtsim::cli {
+namespace {
+
+using calib::Calibration;
+using calib::CollectiveKind;
+
+struct CalibrateOptions {
+    std::string backend = "cpu";
+    std::string out = "calibration.json";
+    bool quick = false;
+    std::string model;
+    std::int64_t seq_len = 128;
+    std::string io_dir = ".";
+    std::string name;
+    std::vector<std::string> import_nccl_tests;
+    std::string base = "h100-sxm";
+    std::string scope = "intra_node";
+};
+
+// MPI for the length of one calibration; started here when mpirun did not.
+class MpiSession {
+public:
+    MpiSession() {
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (!initialized) {
+            int provided = 0;
+            MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+            owns_ = true;
+        }
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    }
+    ~MpiSession() {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (owns_ && !finalized) MPI_Finalize();
+    }
+    MpiSession(const MpiSession&) = delete;
+    MpiSession& operator=(const MpiSession&) = delete;
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+private:
+    bool owns_ = false;
+    int rank_ = 0, size_ = 1;
+};
+
+profiler::RepeatPolicy policy_for(bool quick) {
+    profiler::RepeatPolicy p;
+    if (quick) {
+        p.warmup = 1;
+        p.min_samples = 3;
+        p.max_samples = 20;
+        p.budget_s = 0.02;
+    } else {
+        p.warmup = 2;
+        p.min_samples = 5;
+        p.max_samples = 100;
+        p.budget_s = 0.15;
+    }
+    return p;
+}
+
+// The GEMM shapes a model runs (micro-batch 1 at `seq_len`), batched GEMMs as
+// their rows x batch; shapes too large for a CPU benchmark are left out.
+std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t seq_len, int& skipped) {
+    models::WorkloadRequest request;
+    request.model = model;
+    request.seq_len = seq_len;
+    const models::Workload w = models::build_workload(request);
+    std::set<profiler::GemmShape> shapes;
+    skipped = 0;
+    for (const auto& layer : w.layers)
+        for (const auto* ops : {&layer.forward, &layer.backward})
+            for (const auto& op : *ops) {
+                if (op.kind != models::OpKind::gemm) continue;
+                const profiler::GemmShape s{op.m * op.batch, op.n, op.k};
+                constexpr double kMaxFlops = 2e10;  // about a second of one CPU core
+                if (2.0 * double(s.m) * double(s.n) * double(s.k) > kMaxFlops)
+                    ++skipped;
+                else
+                    shapes.insert(s);
+            }
+    return {shapes.begin(), shapes.end()};
+}
+
+void check_io_dir(const std::string& dir) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+        throw ConfigError(
+            fmt::format("--io-dir {}: not a directory (the NVMe-offload benchmark writes a file there)", dir));
+}
+
+Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, ProgressBar& bar) {
+    const profiler::RepeatPolicy policy = policy_for(o.quick);
+    auto phase = [&](double begin, double end) {
+        return [&bar, begin, end](std::string_view what, double f) { bar.update(what, begin + (end - begin) * f); };
+    };
+    Calibration c;
+    const profiler::HostInfo host = profiler::host_info();
+    c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks", host.hostname, mpi.size()) : o.name;
+    c.provenance.source = "measured";
+    c.provenance.machine = fmt::format("{} ({})", host.hostname, host.cpu_model);
+    c.provenance.date = profiler::utc_timestamp();
+    c.provenance.backend = "cpu-mpi-openblas";
+    c.provenance.world_size = mpi.size();
+    c.provenance.notes =
+        fmt::format("{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi, host.blas,
+                    host.openblas_coretype.empty() ? "unset" : host.openblas_coretype, o.quick ? "quick" : "full");
+
+    // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
+    std::vector<profiler::GemmShape> shapes = profiler::default_gemm_shapes(o.quick);
+    int skipped = 0;
+    if (!o.model.empty() && !o.quick) {
+        const auto extra = model_gemm_shapes(o.model, o.seq_len, skipped);
+        shapes.insert(shapes.end(), extra.begin(), extra.end());
+    }
+    c.gemm_points = profiler::bench_gemm(shapes, policy, phase(0.0, 0.35));
+    // A CPU has no datasheet peak here: the fit estimates it as the rate large GEMMs approach.
+    c.gemm_curves.push_back(profiler::fit_gemm_curve(DType::fp32, 0, c.gemm_points));
+
+    bar.update("memory bandwidth", 0.35);
+    const profiler::MemoryResult mem = profiler::bench_memory(o.quick, policy, phase(0.35, 0.40));
+    bar.update("file write and read (NVMe offload path)", 0.40);
+    const profiler::FileIoResult io = profiler::bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
+    bar.update("CPU Adam", 0.48);
+    const double adam = profiler::bench_cpu_adam_params_per_s(o.quick ? (1 << 20) : (16 << 20), policy);
+
+    c.device.name = fmt::format("CPU rank ({})", host.cpu_model);
+    c.device.memory_bytes = host.memory_bytes / std::max(1, mpi.size());
+    c.device.reserved_bytes = 0;
+    c.device.mem_bw_gbps = mem.stream_gbps;
+    c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
+    c.device.kernel_overhead_us = mem.kernel_overhead_us;
+    c.gpus_per_node = mpi.size();
+    // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
+    c.host = {
+        mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, adam, io.read_gbps, io.write_gbps, adam};
+
+    if (mpi.size() > 1) {
+        profiler::CollectiveSweep sweep;
+        sweep.kinds = {CollectiveKind::allreduce, CollectiveKind::reduce_scatter, CollectiveKind::allgather,
+                       CollectiveKind::broadcast};
+        sweep.min_bytes = 1024;
+        sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
+        sweep.factor = o.quick ? 4 : 2;
+        const auto rows = profiler::bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
+        for (CollectiveKind kind : sweep.kinds) {
+            std::vector<profiler::CollectiveRow> of_kind;
+            std::vector<calib::CollectivePoint> points;
+            for (const auto& r : rows)
+                if (r.kind == kind) {
+                    of_kind.push_back(r);
+                    points.push_back({r.size_bytes, r.time.median_us});
+                }
+            if (mpi.rank() == 0) {
+                bar.finish(fmt::format("{} over {} ranks:", to_string(kind), mpi.size()));
+                fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size()));
+            }
+            c.collectives.push_back(profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), points));
+        }
+        bar.update("overlap of compute and communication", 0.95);
+        c.overlap = profiler::bench_overlap(o.quick, policy);
+    }
+    if (mpi.rank() == 0 && skipped > 0)
+        fmt::print("note: {} GEMM shapes of {} were too large for a CPU benchmark and are interpolated\n", skipped,
+                   o.model);
+    return c;
+}
+
+// nccl-tests output becomes the collective part of a calibration whose other
+// parts come from --base.
+Calibration import_nccl_tests(const CalibrateOptions& o) {
+    Calibration c = calib::load_hardware(o.base);
+    const calib::LinkScope scope = calib::link_scope_from_string(o.scope);
+    std::vector<std::string> imported;
+    for (const auto& file : o.import_nccl_tests)
+        for (const auto& run : profiler::read_nccl_tests(file)) {
+            std::erase_if(c.collectives, [&](const calib::CollectiveCurve& x) {
+                return x.kind == run.kind && x.scope == scope && x.group_size == run.nranks;
+            });
+            c.collectives.push_back(profiler::fit_collective(run.kind, scope, run.nranks, run.points));
+            imported.push_back(fmt::format("{} x{} from {}", to_string(run.kind), run.nranks, file));
+        }
+    c.name = o.name.empty() ? c.name + "+nccl-tests" : o.name;
+    c.provenance.source = "measured";
+    c.provenance.date = profiler::utc_timestamp();
+    c.provenance.notes =
+        fmt::format("collectives imported from nccl-tests ({}); the rest from {}", fmt::join(imported, "; "), o.base);
+    return c;
+}
+
+void run_calibrate(const CalibrateOptions& o) {
+    if (!o.import_nccl_tests.empty()) {
+        const Calibration c = import_nccl_tests(o);
+        calib::write_calibration(c, o.out);
+        fmt::print("wrote {} ({} collective curves)\n", o.out, c.collectives.size());
+        return;
+    }
+    if (o.backend == "cuda")
+        throw ConfigError(
+            "--backend cuda: the CUDA calibration needs a GPU; this build reports: see `dtsim hardware` for the "
+            "devices found. Use --backend cpu here, or --import-nccl-tests with nccl-tests output from the GPU "
+            "machine");
+    check_io_dir(o.io_dir);
+    MpiSession mpi;
+    ProgressBar bar(mpi.rank() == 0);
+    try {
+        const Calibration c = measure_cpu(o, mpi, bar);
+        if (mpi.rank() == 0) {
+            calib::write_calibration(c, o.out);
+            bar.finish(fmt::format("wrote {} ({} over {} rank{})", o.out, c.provenance.backend, mpi.size(),
+                                   mpi.size() == 1 ? "" : "s"));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+        // Other ranks may be waiting in a collective: stop them all rather than hang.
+        if (mpi.size() > 1) {
+            fmt::print(stderr, "dtsim: error on rank {}: {}\n", mpi.rank(), e.what());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        throw;
+    }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+    auto o = std::make_shared<CalibrateOptions>();
+    auto* cmd =
+        app.add_subcommand("calibrate", "measure this machine (or import nccl-tests output) into a calibration");
+    cmd->add_option("--backend", o->backend, "cpu (OpenBLAS + MPI) or cuda (cuBLAS + NCCL, needs a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
+    cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
+    cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses");
+    cmd->add_option("--seq-len", o->seq_len, "sequence length for --model's shapes")->capture_default_str();
+    cmd->add_option("--io-dir", o->io_dir, "directory for the file write/read benchmark (the NVMe-offload path)")
+        ->capture_default_str();
+    cmd->add_option("--name", o->name, "name recorded in the calibration");
+    cmd->add_option("--import-nccl-tests", o->import_nccl_tests,
+                    "nccl-tests output (text table or -J JSON) to turn into collective curves (repeatable)");
+    cmd->add_option("--base", o->base, "with --import-nccl-tests: preset or calibration for everything else")
+        ->capture_default_str();
+    cmd->add_option("--scope", o->scope, "with --import-nccl-tests: intra_node or inter_node")
+        ->check(CLI::IsMember({"intra_node", "inter_node"}))
+        ->capture_default_str();
+    cmd->footer(
+        "Examples:\n"
+        "  mpirun -np 2 ./dtsim calibrate --backend cpu --out cal.json\n"
+        "  ./dtsim calibrate --import-nccl-tests all_reduce_perf.txt --base h100-sxm --out cal.json\n"
+        "  ./dtsim simulate --model gpt2 --hardware cal.json --nodes 1 --gpus-per-node 2");
+    cmd->callback([o] { run_calibrate(*o); });
+}
+
+}  // namespace dtsim::cli
