@@ -198,6 +198,25 @@ TEST_CASE("README: the strategy examples run") {
     }
 }
 
+TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibration the simulator uses") {
+    const std::string sample = (fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt").string();
+    Run imported = run_dtsim("calibrate --import-nccl-tests " + sample + " --base h100-sxm --out imported.json");
+    REQUIRE(imported.exit_code == 0);
+    const auto cal = nlohmann::json::parse(read_text(scratch_dir() / "imported.json"));
+    bool found = false;
+    for (const auto& c : cal["collectives"])
+        found = found || (c["kind"] == "allreduce" && c["group_size"] == 8 && !c["points_size_bytes_time_us"].empty());
+    CHECK(found);
+    // The measured curve, not the preset's, now prices an 8-rank allreduce.
+    Run preset = run_dtsim("simulate --model gpt2 --micro-batch 4 --format json");
+    Run measured = run_dtsim("simulate --model gpt2 --micro-batch 4 --format json --hardware imported.json");
+    REQUIRE(measured.exit_code == 0);
+    CHECK(nlohmann::json::parse(measured.out)["comm_s"] != nlohmann::json::parse(preset.out)["comm_s"]);
+    Run missing = run_dtsim("calibrate --import-nccl-tests no_such_file.txt --out x.json");
+    CHECK(missing.exit_code == 2);
+    CHECK_THAT(missing.err, Catch::Contains("no_such_file.txt"));
+}
+
 TEST_CASE("a failing run leaves an existing trace file untouched") {
     const fs::path trace = scratch_dir() / "keep.json";
     std::ofstream(trace) << "previous trace";
