@@ -175,7 +175,7 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
             for (const auto& r : rows)
                 if (r.kind == kind) {
                     of_kind.push_back(r);
-                    points.push_back({r.size_bytes, r.time.median_us});
+                    points.push_back({r.size_bytes, r.time.median_us, r.time.spread});
                 }
             if (mpi.rank() == 0) {
                 bar.finish(fmt::format("{} over {} ranks:", to_string(kind), mpi.size()));

@@ -17,11 +17,18 @@ Json gemm_curve_json(const GemmCurve& c) {
 }
 
 Json collective_json(const CollectiveCurve& c) {
-    Json points = Json::array();
-    for (const auto& p : c.points) points.push_back({p.size_bytes, p.time_us});
-    return {{"kind", to_string(c.kind)},  {"scope", to_string(c.scope)},          {"group_size", c.group_size},
-            {"latency_us", c.latency_us}, {"step_latency_us", c.step_latency_us}, {"bus_bw_gbps", c.bus_bw_gbps},
-            {"fit_error", c.fit_error},   {"points_size_bytes_time_us", points}};
+    Json points = Json::array(), spread = Json::array();
+    bool any_spread = false;
+    for (const auto& p : c.points) {
+        points.push_back({p.size_bytes, p.time_us});
+        spread.push_back(p.spread);
+        any_spread = any_spread || p.spread > 0;
+    }
+    Json j = {{"kind", to_string(c.kind)},  {"scope", to_string(c.scope)},          {"group_size", c.group_size},
+              {"latency_us", c.latency_us}, {"step_latency_us", c.step_latency_us}, {"bus_bw_gbps", c.bus_bw_gbps},
+              {"fit_error", c.fit_error},   {"points_size_bytes_time_us", points}};
+    if (any_spread) j["points_spread"] = spread;  // one per point: (p90 - p10) / median
+    return j;
 }
 
 // A number that must be positive (or non-negative with allow_zero).
@@ -64,6 +71,7 @@ GemmPoint read_gemm_point(const JsonView& v) {
     p.batch = v.has("batch") ? v.integer("batch") : 1;
     if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) v.fail("m", "GEMM dimensions must be >= 1");
     p.time_us = positive(v, "time_us");
+    p.spread = v.has("spread") ? positive(v, "spread", true) : 0;
     return p;
 }
 
@@ -91,6 +99,16 @@ CollectiveCurve read_collective(const JsonView& v) {
             c.points.push_back(cp);
         }
     }
+    if (v.has("points_spread")) {
+        JsonView spreads = v.at("points_spread");
+        if (spreads.size() != c.points.size())
+            spreads.fail("", "expected one spread per point of points_size_bytes_time_us");
+        for (std::size_t i = 0; i < spreads.size(); ++i) {
+            const Json& x = spreads.at(i).value();
+            if (!x.is_number() || x.get<double>() < 0) spreads.at(i).fail("", "expected a non-negative number");
+            c.points[i].spread = x.get<double>();
+        }
+    }
     return c;
 }
 
@@ -113,13 +131,12 @@ std::string to_json_text(const Calibration& c) {
     j["gemm_curves"] = Json::array();
     for (const auto& g : c.gemm_curves) j["gemm_curves"].push_back(gemm_curve_json(g));
     j["gemm_points"] = Json::array();
-    for (const auto& p : c.gemm_points)
-        j["gemm_points"].push_back({{"dtype", to_string(p.dtype)},
-                                    {"m", p.m},
-                                    {"n", p.n},
-                                    {"k", p.k},
-                                    {"batch", p.batch},
-                                    {"time_us", p.time_us}});
+    for (const auto& p : c.gemm_points) {
+        Json g = {{"dtype", to_string(p.dtype)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch},
+                  {"time_us", p.time_us}};
+        if (p.spread > 0) g["spread"] = p.spread;
+        j["gemm_points"].push_back(g);
+    }
     j["collectives"] = Json::array();
     for (const auto& col : c.collectives) j["collectives"].push_back(collective_json(col));
     j["host"] = {{"h2d_pinned_gbps", c.host.h2d_pinned_gbps},

@@ -287,3 +287,23 @@ TEST_CASE("a hardware name that looks like a path is read as a calibration file"
     CHECK(c.provenance.source == "measured");
     CHECK(to_json_text(c) == to_json_text(measured_calibration()));
 }
+
+TEST_CASE("the spread of repeated measurements survives the JSON round trip") {
+    Calibration c = load_hardware("a100-sxm");
+    c.gemm_points.push_back({DType::fp32, 256, 256, 256, 1, 12.5, 0.08});
+    CollectiveCurve curve;
+    curve.kind = CollectiveKind::allreduce;
+    curve.group_size = 2;
+    curve.bus_bw_gbps = 3;
+    curve.points = {{1024, 1.0, 0.10}, {4096, 2.0, 0.25}};
+    c.collectives.push_back(curve);
+    const Calibration back = calibration_from_json_text(to_json_text(c), "spread.json");
+    CHECK(back.gemm_points.back().spread == 0.08);
+    CHECK(back.collectives.back().points[1].spread == 0.25);
+    // A spread list of the wrong length names the field.
+    std::string text = to_json_text(c);
+    const auto at = text.find("\"points_spread\"");
+    REQUIRE(at != std::string::npos);
+    text.replace(text.find('[', at), text.find(']', at) - text.find('[', at) + 1, "[0.1]");
+    CHECK_THROWS_WITH(calibration_from_json_text(text, "spread.json"), Catch::Contains("points_spread"));
+}
