@@ -16,6 +16,11 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#ifdef DTSIM_HAVE_CUDA
+#include "dtsim/profiler/cuda_benchmarks.hpp"
+#include "dtsim/profiler/cuda_devices.hpp"
+#endif
+
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -192,6 +197,89 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     return c;
 }
 
+#ifdef DTSIM_HAVE_CUDA
+template <class T>
+T require(profiler::cuda::CudaResult<T> r, const char* what) {
+    if (!r) throw CalibrationError(fmt::format("--backend cuda: {} failed: {}", what, r.error));
+    return std::move(*r.value);
+}
+
+// The CUDA backend: cuBLAS GEMMs (CUPTI device times), NCCL collectives over
+// MPI, host copies and overlap. What it does not measure (memory bandwidth of
+// streaming kernels, NVMe, CPU Adam) comes from --base, as the notes say.
+Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, ProgressBar& bar) {
+    if (const std::string why = profiler::cuda::cuda_unavailable_reason(); !why.empty())
+        throw CalibrationError(
+            fmt::format("--backend cuda: {}. Run it on the GPU machine (one rank per GPU: "
+                        "mpirun -np <gpus> ./dtsim calibrate --backend cuda), or use --backend cpu",
+                        why));
+    const profiler::RepeatPolicy policy = policy_for(o.quick);
+    auto phase = [&](double begin, double end) {
+        return [&bar, begin, end](std::string_view what, double f) { bar.update(what, begin + (end - begin) * f); };
+    };
+    Calibration c = calib::load_hardware(o.base);
+    const profiler::HostInfo host = profiler::host_info();
+    const auto devices = calib::cuda::query_devices();
+    c.name = o.name.empty() ? fmt::format("{}-cuda-{}ranks", host.hostname, mpi.size()) : o.name;
+    c.provenance.source = "measured";
+    c.provenance.machine = host.hostname;
+    c.provenance.date = profiler::utc_timestamp();
+    c.provenance.backend = "cuda-nccl-cublas";
+    c.provenance.world_size = mpi.size();
+    if (!devices.devices.empty()) {
+        c.device.name = devices.devices.front().name;
+        c.device.memory_bytes = devices.devices.front().memory_bytes;
+    }
+    const auto shapes = profiler::default_gemm_shapes(o.quick);
+    c.gemm_points =
+        require(profiler::cuda::bench_cublas_gemm(shapes, DType::fp32, policy, phase(0.0, 0.2)), "fp32 GEMMs");
+    const auto bf16 =
+        require(profiler::cuda::bench_cublas_gemm(shapes, DType::bf16, policy, phase(0.2, 0.4)), "bf16 GEMMs");
+    c.gemm_points.insert(c.gemm_points.end(), bf16.begin(), bf16.end());
+    // Keep the base's datasheet peaks; fit the efficiency shape to the measurements.
+    for (auto& curve : c.gemm_curves) {
+        std::vector<calib::GemmPoint> of_dtype;
+        for (const auto& p : c.gemm_points)
+            if (p.dtype == curve.dtype) of_dtype.push_back(p);
+        if (!of_dtype.empty()) curve = profiler::fit_gemm_curve(curve.dtype, curve.peak_tflops, of_dtype);
+    }
+    bar.update("host<->device copies", 0.4);
+    const auto copies =
+        require(profiler::cuda::bench_host_copies(o.quick ? (16LL << 20) : (256LL << 20), policy), "host copies");
+    c.host.h2d_pinned_gbps = copies.h2d_pinned_gbps;
+    c.host.d2h_pinned_gbps = copies.d2h_pinned_gbps;
+    c.host.h2d_pageable_gbps = copies.h2d_pageable_gbps;
+    c.host.d2h_pageable_gbps = copies.d2h_pageable_gbps;
+    std::string nccl = profiler::cuda::nccl_provenance();
+    if (mpi.size() > 1) {
+        profiler::CollectiveSweep sweep;
+        sweep.kinds = {CollectiveKind::allreduce, CollectiveKind::reduce_scatter, CollectiveKind::allgather,
+                       CollectiveKind::broadcast};
+        sweep.max_bytes = o.quick ? (1LL << 20) : (1LL << 30);
+        const auto result = require(profiler::cuda::bench_nccl_collectives(sweep, policy, phase(0.45, 0.9)), "NCCL");
+        nccl = result.provenance;
+        std::erase_if(c.collectives,
+                      [](const calib::CollectiveCurve& x) { return x.scope == calib::LinkScope::intra_node; });
+        for (CollectiveKind kind : sweep.kinds) {
+            std::vector<profiler::CollectiveRow> of_kind;
+            std::vector<calib::CollectivePoint> points;
+            for (const auto& r : result.rows)
+                if (r.kind == kind) {
+                    of_kind.push_back(r);
+                    points.push_back({r.size_bytes, r.time.median_us, r.time.spread});
+                }
+            if (mpi.rank() == 0) fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size()));
+            c.collectives.push_back(profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), points));
+        }
+        bar.update("overlap of compute and NCCL", 0.92);
+        c.overlap = require(profiler::cuda::bench_cuda_overlap(o.quick, policy), "overlap");
+    }
+    c.provenance.notes =
+        fmt::format("{}; {}; streaming bandwidth, NVMe, CPU Adam and inter-node links from {}", nccl, host.mpi, o.base);
+    return c;
+}
+#endif
+
 // nccl-tests output becomes the collective part of a calibration whose other
 // parts come from --base.
 Calibration import_nccl_tests(const CalibrateOptions& o) {
@@ -221,16 +309,19 @@ void run_calibrate(const CalibrateOptions& o) {
         fmt::print("wrote {} ({} collective curves)\n", o.out, c.collectives.size());
         return;
     }
+#ifndef DTSIM_HAVE_CUDA
     if (o.backend == "cuda")
-        throw ConfigError(
-            "--backend cuda: the CUDA calibration needs a GPU; this build reports: see `dtsim hardware` for the "
-            "devices found. Use --backend cpu here, or --import-nccl-tests with nccl-tests output from the GPU "
-            "machine");
+        throw ConfigError("--backend cuda: this dtsim was built without the CUDA toolkit; use --backend cpu");
+#endif
     check_io_dir(o.io_dir);
     MpiSession mpi;
     ProgressBar bar(mpi.rank() == 0);
     try {
+#ifdef DTSIM_HAVE_CUDA
+        const Calibration c = o.backend == "cuda" ? measure_cuda(o, mpi, bar) : measure_cpu(o, mpi, bar);
+#else
         const Calibration c = measure_cpu(o, mpi, bar);
+#endif
         if (mpi.rank() == 0) {
             calib::write_calibration(c, o.out);
             bar.finish(fmt::format("wrote {} ({} over {} rank{})", o.out, c.provenance.backend, mpi.size(),
@@ -265,7 +356,8 @@ void add_calibrate_command(CLI::App& app) {
     cmd->add_option("--name", o->name, "name recorded in the calibration");
     cmd->add_option("--import-nccl-tests", o->import_nccl_tests,
                     "nccl-tests output (text table or -J JSON) to turn into collective curves (repeatable)");
-    cmd->add_option("--base", o->base, "with --import-nccl-tests: preset or calibration for everything else")
+    cmd->add_option("--base", o->base,
+                    "with --import-nccl-tests or --backend cuda: preset or calibration for what is not measured")
         ->capture_default_str();
     cmd->add_option("--scope", o->scope, "with --import-nccl-tests: intra_node or inter_node")
         ->check(CLI::IsMember({"intra_node", "inter_node"}))

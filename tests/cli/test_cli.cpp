@@ -199,7 +199,8 @@ TEST_CASE("README: the strategy examples run") {
 }
 
 TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibration the simulator uses") {
-    const std::string sample = (fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt").string();
+    const std::string sample =
+        (fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt").string();
     Run imported = run_dtsim("calibrate --import-nccl-tests " + sample + " --base h100-sxm --out imported.json");
     REQUIRE(imported.exit_code == 0);
     const auto cal = nlohmann::json::parse(read_text(scratch_dir() / "imported.json"));
@@ -215,6 +216,19 @@ TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibrat
     Run missing = run_dtsim("calibrate --import-nccl-tests no_such_file.txt --out x.json");
     CHECK(missing.exit_code == 2);
     CHECK_THAT(missing.err, Catch::Contains("no_such_file.txt"));
+}
+
+TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {
+    Run hw = run_dtsim("hardware");
+    if (hw.out.find("This machine: no usable CUDA device") == std::string::npos &&
+        hw.out.find("This machine: no CUDA device") == std::string::npos) {
+        WARN("skipped: this machine has a CUDA device; the CUDA calibration runs for real there");
+        return;
+    }
+    Run r = run_dtsim("calibrate --backend cuda --quick --out cuda.json");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("no CUDA device") && Catch::Contains("--backend cpu"));
+    CHECK_FALSE(fs::exists(scratch_dir() / "cuda.json"));
 }
 
 TEST_CASE("a failing run leaves an existing trace file untouched") {
