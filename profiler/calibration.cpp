@@ -24,6 +24,22 @@ CollectiveKind collective_kind_from_string(std::string_view s) {
         unknown_name_message("collective", s, {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce"}));
 }
 
+double busbw_factor(CollectiveKind kind, int n) {
+    const double nn = n;
+    switch (kind) {
+        case CollectiveKind::allreduce: return 2.0 * (nn - 1) / nn;
+        case CollectiveKind::reduce_scatter:
+        case CollectiveKind::allgather: return (nn - 1) / nn;
+        case CollectiveKind::broadcast:
+        case CollectiveKind::reduce: return 1.0;
+    }
+    return 1.0;
+}
+
+int ring_steps(CollectiveKind kind, int n) {
+    return kind == CollectiveKind::allreduce ? 2 * (n - 1) : n - 1;
+}
+
 std::string_view to_string(LinkScope s) {
     return s == LinkScope::intra_node ? "intra_node" : "inter_node";
 }

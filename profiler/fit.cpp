@@ -1,6 +1,6 @@
-// Fitting measured points to the Calibration's curves. The curve formulas
-// mirror sim/cost_model.cpp (busbw_factor, gemm efficiency); the profiler does
-// not link the simulator, so they are restated here and must stay in step.
+// Fitting measured points to the Calibration's curves. The GEMM efficiency
+// formula mirrors sim/cost_model.cpp (the profiler does not link the
+// simulator); the bus-bandwidth factor is calib::busbw_factor, shared.
 #include "dtsim/profiler/fit.hpp"
 
 #include "dtsim/common/error.hpp"
@@ -18,19 +18,6 @@ namespace dtsim::profiler {
 namespace {
 
 using calib::CollectiveKind;
-
-// nccl-tests' bus bandwidth factor; the same as sim::busbw_factor.
-double busbw_factor(CollectiveKind kind, int n) {
-    const double nn = n;
-    switch (kind) {
-        case CollectiveKind::allreduce: return 2.0 * (nn - 1) / nn;
-        case CollectiveKind::reduce_scatter:
-        case CollectiveKind::allgather: return (nn - 1) / nn;
-        case CollectiveKind::broadcast:
-        case CollectiveKind::reduce: return 1.0;
-    }
-    return 1.0;
-}
 
 // Weighted least-squares line through the origin: t = b x.
 double slope_through_origin(const std::vector<double>& x, const std::vector<double>& t, const std::vector<double>& w) {
@@ -99,7 +86,7 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
     std::sort(curve.points.begin(), curve.points.end(),
               [](const auto& a, const auto& b) { return a.size_bytes < b.size_bytes; });
 
-    const double factor = busbw_factor(kind, group_size);
+    const double factor = calib::busbw_factor(kind, group_size);
     std::vector<double> x, t, w;
     for (const auto& p : curve.points) {
         if (p.size_bytes < 0 || !(p.time_us > 0) || !std::isfinite(p.time_us))

@@ -12,22 +12,6 @@ namespace dtsim::sim {
 using calib::CollectiveKind;
 using calib::LinkScope;
 
-double busbw_factor(CollectiveKind kind, int n) {
-    const double nn = n;
-    switch (kind) {
-        case CollectiveKind::allreduce: return 2.0 * (nn - 1) / nn;
-        case CollectiveKind::reduce_scatter:
-        case CollectiveKind::allgather: return (nn - 1) / nn;
-        case CollectiveKind::broadcast:
-        case CollectiveKind::reduce: return 1.0;
-    }
-    return 1.0;
-}
-
-int ring_steps(CollectiveKind kind, int n) {
-    return kind == CollectiveKind::allreduce ? 2 * (n - 1) : n - 1;
-}
-
 CostModel::CostModel(const calib::Calibration& calibration) : cal_(&calibration) {}
 
 double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const {

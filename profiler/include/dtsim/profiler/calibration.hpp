@@ -18,6 +18,11 @@ enum class CollectiveKind : std::uint8_t { allreduce, reduce_scatter, allgather,
 std::string_view to_string(CollectiveKind k);
 CollectiveKind collective_kind_from_string(std::string_view s);  // throws ConfigError
 
+// nccl-tests' bus-bandwidth factor (busbw = algbw * factor) and NCCL's ring
+// step count (strategy-semantics.md §5.1-5.2); shared by fitting and pricing.
+double busbw_factor(CollectiveKind kind, int n);
+int ring_steps(CollectiveKind kind, int n);
+
 // Inside one node (NVLink, shared memory) or across nodes (InfiniBand, TCP).
 enum class LinkScope : std::uint8_t { intra_node, inter_node };
 std::string_view to_string(LinkScope s);

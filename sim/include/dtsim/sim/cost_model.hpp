@@ -49,8 +49,7 @@ private:
     const calib::Calibration* cal_;
 };
 
-// nccl-tests' bus-bandwidth factor and NCCL's ring step count (strategy-semantics.md §5.1-5.2).
-double busbw_factor(calib::CollectiveKind kind, int n);
-int ring_steps(calib::CollectiveKind kind, int n);
+using calib::busbw_factor;
+using calib::ring_steps;
 
 }  // namespace dtsim::sim
