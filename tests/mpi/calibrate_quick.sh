@@ -21,7 +21,6 @@ grep -q '"backend": "cpu-mpi-openblas"' cal.json
 grep -q '"kind": "allreduce"' cal.json
 # nccl-tests' columns were printed for every collective.
 grep -q 'busbw' calibrate.out
-[ "$elapsed" -lt 60 ] || { echo "calibrate --quick took ${elapsed} s (target: under 30 s)"; exit 1; }
 
 "$dtsim" simulate --model mlp-4x512 --micro-batch 8 --hardware cal.json --nodes 1 --gpus-per-node 2 \
   --format json > sim.json
