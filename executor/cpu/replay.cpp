@@ -1,0 +1,233 @@
+// Replay mode's work units: each task's ops at their shapes on scratch buffers.
+#include "cpu_backend.hpp"
+
+#include "dtsim/common/error.hpp"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+namespace dtsim::executor::cpu {
+namespace {
+
+using sim::TaskKind;
+// Memory passes, copies and host loops stream through at most this much scratch.
+constexpr std::int64_t kMemScratchFloats = 8 * 1024 * 1024;  // 32 MiB
+constexpr std::int64_t kIoChunkBytes = 8 * 1024 * 1024;
+
+std::int64_t floats_of(std::int64_t bytes) {
+    return std::max<std::int64_t>(1, bytes / 4);
+}
+
+// The ops a compute task runs: a layer's forward or backward ops.
+const std::vector<models::Op>* ops_of(const models::Workload& w, const sim::Task& t) {
+    if (t.layer < 0) return nullptr;
+    const auto& l = w.layers[static_cast<std::size_t>(t.layer)];
+    return t.phase == sim::Phase::backward ? &l.backward : &l.forward;
+}
+
+void grow(std::vector<float>& v, std::int64_t n) {
+    if (static_cast<std::int64_t>(v.size()) < n) v.assign(static_cast<std::size_t>(n), 0.5f);
+}
+
+// Bytes a memory pass of this task moves (elementwise ops, explicit passes, fused work).
+std::int64_t mem_bytes(const models::Workload& w, const sim::Task& t) {
+    std::int64_t bytes = t.bytes;
+    if (const auto* ops = ops_of(w, t))
+        for (const auto& op : *ops)
+            if (op.kind != models::OpKind::gemm) bytes = std::max(bytes, op.bytes);
+    return bytes;
+}
+
+void gemm(const models::Op& op, Scratch& s) {
+    if (op.m <= 0 || op.n <= 0 || op.k <= 0) return;
+    const auto m = static_cast<blasint>(op.m), n = static_cast<blasint>(op.n), k = static_cast<blasint>(op.k);
+    for (std::int64_t b = 0; b < op.batch; ++b)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, s.a.data(), k, s.b.data(), n, 0.0f,
+                    s.c.data(), n);
+}
+
+void copy_pass(std::int64_t bytes, std::vector<float>& mem) {
+    const auto half = static_cast<std::int64_t>(mem.size()) / 2;
+    if (half == 0) return;
+    for (std::int64_t left = bytes; left > 0;) {
+        const std::int64_t n = std::min(half, floats_of(left));
+        std::memcpy(mem.data() + half, mem.data(), static_cast<std::size_t>(n) * 4);
+        left -= n * 4;
+    }
+}
+
+// An Adam step over `elements` parameters (DeepSpeedCPUAdam's work), chunk by chunk.
+void host_optimizer(std::int64_t elements, std::vector<float>& mem) {
+    const std::int64_t chunk = static_cast<std::int64_t>(mem.size()) / 4;
+    if (chunk == 0) return;
+    float* p = mem.data();
+    float* g = p + chunk;
+    float* m = g + chunk;
+    float* v = m + chunk;
+    for (std::int64_t left = elements; left > 0; left -= chunk) {
+        const std::int64_t n = std::min(chunk, left);
+        for (std::int64_t i = 0; i < n; ++i) {
+            m[i] = 0.9f * m[i] + 0.1f * g[i];
+            v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
+            p[i] -= 1e-3f * m[i] / (std::sqrt(v[i]) + 1e-8f);
+        }
+    }
+}
+
+void spin(std::int64_t ns) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+}
+
+void file_io(const sim::Task& t, Scratch& s) {
+    const bool write = t.transfer == sim::Transfer::nvme_write;
+    std::FILE* f = std::fopen(s.file.c_str(), write ? "r+b" : "rb");
+    if (f == nullptr) throw Error(fmt::format("cannot open the executor's I/O file {}", s.file));
+    const auto chunk = std::min<std::int64_t>(kIoChunkBytes, static_cast<std::int64_t>(s.mem.size()) * 4);
+    for (std::int64_t left = t.bytes; left > 0;) {
+        const auto n = static_cast<std::size_t>(std::min(chunk, left));
+        const std::size_t done = write ? std::fwrite(s.mem.data(), 1, n, f) : std::fread(s.mem.data(), 1, n, f);
+        if (done != n) {
+            std::fclose(f);
+            throw Error(fmt::format("short {} on the executor's I/O file {}", write ? "write" : "read", s.file));
+        }
+        left -= static_cast<std::int64_t>(n);
+    }
+    if (write) std::fflush(f);
+    std::fclose(f);
+}
+
+}  // namespace
+
+void memory_pass(std::int64_t bytes, std::vector<float>& mem) {
+    const auto half = static_cast<std::int64_t>(mem.size()) / 2;
+    if (half == 0 || bytes <= 0) return;
+    float* src = mem.data();
+    float* dst = mem.data() + half;
+    // Read n floats, write n floats: 8 bytes per element.
+    for (std::int64_t left = std::max<std::int64_t>(1, bytes / 8); left > 0; left -= half) {
+        const std::int64_t n = std::min(half, left);
+        for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i] * 0.999f + 0.001f;
+    }
+}
+
+void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, int stream, int world,
+                  const std::string& file) {
+    std::int64_t a = 0, b = 0, c = 0, mem = 0, comm = 0, comm_out = 0, io = 0;
+    for (const auto& t : plan.tasks) {
+        if (t.stream != stream) continue;
+        switch (t.kind) {
+            case TaskKind::compute:
+                if (const auto* ops = ops_of(w, t))
+                    for (const auto& op : *ops)
+                        if (op.kind == models::OpKind::gemm) {
+                            a = std::max(a, op.m * op.k);
+                            b = std::max(b, op.k * op.n);
+                            c = std::max(c, op.m * op.n);
+                        }
+                mem = std::max(mem, mem_bytes(w, t) / 4);
+                break;
+            case TaskKind::collective: {
+                const std::int64_t n = floats_of(t.bytes);
+                if (n > std::numeric_limits<int>::max())
+                    throw ConfigError(
+                        fmt::format("a {} of {} bytes exceeds one MPI call's count; the CPU executor cannot replay it.",
+                                    to_string(t.collective), t.bytes));
+                comm = std::max(comm, n + world);
+                comm_out = std::max(comm_out, n / world + 1);
+                break;
+            }
+            case TaskKind::copy: mem = std::max(mem, t.bytes / 4); break;
+            case TaskKind::host_compute: mem = std::max(mem, 4 * t.elements); break;
+            case TaskKind::io:
+                mem = std::max(mem, kIoChunkBytes / 4);
+                io = std::max(io, t.bytes);
+                break;
+        }
+    }
+    grow(s.a, a);
+    grow(s.b, b);
+    grow(s.c, c);
+    grow(s.mem, std::min(std::max<std::int64_t>(mem, 0), kMemScratchFloats));
+    grow(s.comm, comm);
+    grow(s.comm_out, comm_out);
+    if (io > 0) {
+        // Reads need a file that holds their bytes; writes overwrite it from the start.
+        s.file = file;
+        std::FILE* f = std::fopen(file.c_str(), "wb");
+        if (f == nullptr) throw Error(fmt::format("cannot create the executor's I/O file {}", file));
+        std::vector<char> zeros(static_cast<std::size_t>(std::min(io, kIoChunkBytes)), 0);
+        for (std::int64_t left = io; left > 0;) {
+            const auto n =
+                static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(zeros.size())));
+            std::fwrite(zeros.data(), 1, n, f);
+            left -= static_cast<std::int64_t>(n);
+        }
+        std::fclose(f);
+        s.file_bytes = io;
+    }
+}
+
+void release_scratch(Scratch& s) {
+    if (!s.file.empty()) std::remove(s.file.c_str());
+    s = Scratch{};
+}
+
+void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s, MPI_Comm comm) {
+    (void)plan;
+    switch (t.kind) {
+        case TaskKind::compute:
+            if (const auto* ops = ops_of(w, t)) {
+                for (const auto& op : *ops) {
+                    if (op.kind == models::OpKind::gemm)
+                        gemm(op, s);
+                    else
+                        memory_pass(op.bytes, s.mem);
+                }
+                if (t.phase == sim::Phase::backward) memory_pass(t.bytes, s.mem);  // fused bucket copies
+            } else {
+                memory_pass(t.bytes, s.mem);
+            }
+            return;
+        case TaskKind::collective: {
+            int n = 1, rank = 0;
+            MPI_Comm_size(comm, &n);
+            MPI_Comm_rank(comm, &rank);
+            const int count = static_cast<int>(floats_of(t.bytes));
+            const int per_rank = std::max(1, count / n);
+            switch (t.collective) {
+                case calib::CollectiveKind::allreduce:
+                    MPI_Allreduce(MPI_IN_PLACE, s.comm.data(), count, MPI_FLOAT, MPI_SUM, comm);
+                    break;
+                case calib::CollectiveKind::reduce_scatter:
+                    MPI_Reduce_scatter_block(s.comm.data(), s.comm_out.data(), per_rank, MPI_FLOAT, MPI_SUM, comm);
+                    break;
+                case calib::CollectiveKind::allgather:
+                    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.comm.data(), per_rank, MPI_FLOAT, comm);
+                    break;
+                case calib::CollectiveKind::broadcast: MPI_Bcast(s.comm.data(), count, MPI_FLOAT, 0, comm); break;
+                case calib::CollectiveKind::reduce:
+                    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : s.comm.data(), s.comm.data(), count, MPI_FLOAT, MPI_SUM, 0,
+                               comm);
+                    break;
+            }
+            return;
+        }
+        case TaskKind::copy: copy_pass(t.bytes, s.mem); return;
+        case TaskKind::host_compute:
+            if (t.elements > 0) host_optimizer(t.elements, s.mem);
+            if (t.fixed_ns > 0) spin(t.fixed_ns);
+            return;
+        case TaskKind::io: file_io(t, s); return;
+    }
+}
+
+}  // namespace dtsim::executor::cpu

@@ -1,0 +1,460 @@
+// The executor's scheduler: the compute stream on the calling thread, one
+// thread per other stream, each running its tasks in issue order once their
+// dependencies have ended; per-task steady-clock timings gathered on rank 0.
+#include "dtsim/executor/execute.hpp"
+
+#include "cpu/cpu_backend.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/report.hpp"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace dtsim::executor {
+namespace {
+
+using sim::Phase;
+using sim::TaskKind;
+using Clock = std::chrono::steady_clock;
+
+// Communicators: one duplicate of the world per stream (concurrent collectives
+// from different threads must not share one), split per communication group.
+class Comms {
+public:
+    Comms(const sim::Plan& plan, const sim::Config& config, int rank) {
+        const int world = config.topology.world_size();
+        const int per_node = config.topology.gpus_per_node;
+        // Only the (stream, group) pairs some collective uses; the Plan is the
+        // same on every rank, so every rank splits the same communicators in order.
+        std::vector<std::pair<int, int>> used;
+        for (const auto& t : plan.tasks)
+            if (t.kind == sim::TaskKind::collective) used.emplace_back(t.stream, t.group);
+        std::sort(used.begin(), used.end());
+        used.erase(std::unique(used.begin(), used.end()), used.end());
+        for (const auto& [s, g] : used) {
+            const auto& group = plan.groups[static_cast<std::size_t>(g)];
+            int color = 0;
+            if (group.size == world)
+                color = 0;
+            else if (group.nodes == 1 && per_node % group.size == 0)
+                color = rank / group.size;  // ranks of one node (or a block of one)
+            else if (group.per_node() == 1 && group.size == config.topology.nodes)
+                color = rank % per_node;  // one rank per node, same local rank
+            else
+                throw ConfigError(fmt::format(
+                    "the executor cannot form communication group {} ({} ranks over {} nodes) on {}x{} ranks", g,
+                    group.size, group.nodes, config.topology.nodes, per_node));
+            MPI_Comm c = MPI_COMM_NULL;
+            MPI_Comm_split(MPI_COMM_WORLD, color, rank, &c);
+            comms_[{s, g}] = c;
+        }
+    }
+    ~Comms() {
+        for (auto& [key, c] : comms_) MPI_Comm_free(&c);
+    }
+    Comms(const Comms&) = delete;
+    Comms& operator=(const Comms&) = delete;
+    MPI_Comm get(int stream, int group) const {
+        auto it = comms_.find({stream, group});
+        return it == comms_.end() ? MPI_COMM_NULL : it->second;
+    }
+
+private:
+    std::map<std::pair<int, int>, MPI_Comm> comms_;
+};
+
+// Train mode's preconditions; throws ConfigError naming what is unsupported.
+void check_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config) {
+    (void)mlp_shape(w);
+    if (config.strategy != "ddp")
+        throw ConfigError(
+            fmt::format("train mode runs the DDP strategy only, not '{}'; use --mode replay for it.", config.strategy));
+    if (config.precision != sim::Precision::fp32)
+        throw ConfigError("train mode runs fp32 only; use --precision fp32 or --mode replay.");
+    for (const auto& [key, value] : config.knobs)
+        if (key == "comm_hook" && value != "allreduce")
+            throw ConfigError(fmt::format(
+                "train mode runs DDP's default allreduce only, not comm_hook={}; use --mode replay.", value));
+    for (const auto& t : plan.tasks) {
+        if (t.kind == TaskKind::collective && t.bucket >= 0 && t.collective != calib::CollectiveKind::allreduce)
+            throw ConfigError("train mode needs every bucket reduced by one allreduce; use --mode replay.");
+        if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
+            t.phase != Phase::gradient_copy)
+            throw ConfigError(fmt::format("train mode cannot run {} passes; use --mode replay.", to_string(t.phase)));
+        if (t.kind != TaskKind::compute && t.kind != TaskKind::collective && t.kind != TaskKind::host_compute)
+            throw ConfigError("train mode runs no copy or I/O tasks (offload); use --mode replay.");
+    }
+}
+
+struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int started_step = -1;
+    Clock::time_point t0;
+    std::vector<int> done_step;  // by task: the last step it ended in
+    int done_in_step = 0;
+    std::exception_ptr error;
+};
+
+class Runner {
+public:
+    Runner(const sim::Plan& plan, const models::Workload& w, const sim::Config& config, const ExecOptions& options,
+           int rank, int world)
+        : plan_(plan), w_(w), options_(options), comms_(plan, config, rank) {
+        shared_.done_step.assign(plan.tasks.size(), -1);
+        timings_.assign(static_cast<std::size_t>(options.steps),
+                        std::vector<TaskTiming>(plan.tasks.size(), TaskTiming{}));
+        compute_stream_ = 0;
+        for (std::size_t s = 0; s < plan.streams.size(); ++s)
+            if (plan.streams[s].name == "compute") compute_stream_ = static_cast<int>(s);
+        by_stream_.resize(plan.streams.size());
+        for (std::size_t i = 0; i < plan.tasks.size(); ++i)
+            by_stream_[static_cast<std::size_t>(plan.tasks[i].stream)].push_back(static_cast<int>(i));
+        for (const auto& t : plan.tasks)
+            if (t.phase == Phase::gradient_copy) has_gradient_copy_ = true;
+        if (options.mode == Mode::train)
+            trainer_ = std::make_unique<cpu::MlpTrainer>(w, config, options, rank, world, plan.buckets.size());
+        const std::filesystem::path dir = options.scratch_dir.empty() ? std::filesystem::temp_directory_path()
+                                                                      : std::filesystem::path(options.scratch_dir);
+        scratch_.resize(plan.streams.size());
+        for (std::size_t s = 0; s < plan.streams.size(); ++s)
+            cpu::size_scratch(scratch_[s], plan, w, static_cast<int>(s), world,
+                              (dir / fmt::format("dtsim-exec-{}-r{}-s{}.bin", ::getpid(), rank, s)).string());
+    }
+    ~Runner() {
+        for (auto& s : scratch_) cpu::release_scratch(s);
+    }
+
+    void run(std::vector<double>& loss, int world) {
+        std::vector<std::thread> threads;
+        for (std::size_t s = 0; s < by_stream_.size(); ++s)
+            if (static_cast<int>(s) != compute_stream_ && !by_stream_[s].empty())
+                threads.emplace_back([this, s] { stream_loop(static_cast<int>(s)); });
+        try {
+            for (int step = 0; step < options_.steps; ++step) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                {
+                    std::lock_guard lock(shared_.mu);
+                    shared_.t0 = Clock::now();
+                    shared_.done_in_step = 0;
+                    shared_.started_step = step;
+                }
+                shared_.cv.notify_all();
+                run_tasks(compute_stream_, step);
+                {
+                    std::unique_lock lock(shared_.mu);
+                    shared_.cv.wait(lock, [&] {
+                        return shared_.error || shared_.done_in_step == static_cast<int>(plan_.tasks.size());
+                    });
+                    if (shared_.error) std::rethrow_exception(shared_.error);
+                }
+                if (trainer_) {
+                    double l = trainer_->take_loss();
+                    MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                    loss.push_back(l / world);
+                }
+            }
+        } catch (...) {
+            fail(std::current_exception());
+            for (auto& t : threads) t.join();
+            throw;
+        }
+        for (auto& t : threads) t.join();
+        std::lock_guard lock(shared_.mu);
+        if (shared_.error) std::rethrow_exception(shared_.error);
+    }
+
+    const std::vector<std::vector<TaskTiming>>& timings() const { return timings_; }
+    const cpu::MlpTrainer* trainer() const { return trainer_.get(); }
+
+private:
+    void fail(std::exception_ptr e) {
+        {
+            std::lock_guard lock(shared_.mu);
+            if (!shared_.error) shared_.error = e;
+            shared_.started_step = options_.steps;  // releases idle threads
+        }
+        shared_.cv.notify_all();
+    }
+
+    void stream_loop(int stream) {
+        try {
+            for (int step = 0; step < options_.steps; ++step) {
+                {
+                    std::unique_lock lock(shared_.mu);
+                    shared_.cv.wait(lock, [&] { return shared_.error || shared_.started_step >= step; });
+                    if (shared_.error) return;
+                }
+                run_tasks(stream, step);
+            }
+        } catch (...) {
+            fail(std::current_exception());
+        }
+    }
+
+    void run_tasks(int stream, int step) {
+        auto& timing = timings_[static_cast<std::size_t>(step)];
+        Clock::time_point t0;
+        for (int i : by_stream_[static_cast<std::size_t>(stream)]) {
+            const auto& t = plan_.tasks[static_cast<std::size_t>(i)];
+            {
+                std::unique_lock lock(shared_.mu);
+                shared_.cv.wait(lock, [&] {
+                    if (shared_.error) return true;
+                    for (auto d : plan_.deps_of(t))
+                        if (shared_.done_step[static_cast<std::size_t>(d)] < step) return false;
+                    return true;
+                });
+                if (shared_.error) throw std::runtime_error("another stream failed");
+                t0 = shared_.t0;
+            }
+            const auto start = Clock::now();
+            run_task(t, stream);
+            const auto end = Clock::now();
+            timing[static_cast<std::size_t>(i)] = {
+                std::chrono::duration_cast<std::chrono::nanoseconds>(start - t0).count(),
+                std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count()};
+            {
+                std::lock_guard lock(shared_.mu);
+                shared_.done_step[static_cast<std::size_t>(i)] = step;
+                ++shared_.done_in_step;
+            }
+            shared_.cv.notify_all();
+        }
+    }
+
+    void run_task(const sim::Task& t, int stream) {
+        auto& scratch = scratch_[static_cast<std::size_t>(stream)];
+        const MPI_Comm comm = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : MPI_COMM_NULL;
+        if (trainer_) {
+            if (t.kind == TaskKind::compute && t.layer >= 0) {
+                if (t.phase == Phase::backward)
+                    trainer_->backward(t.micro_step, t.layer);
+                else
+                    trainer_->forward(t.micro_step, t.layer);
+                return;
+            }
+            if (t.kind == TaskKind::compute && t.phase == Phase::optimizer) return trainer_->optimizer_step();
+            if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy)
+                return trainer_->copy_buckets_back(plan_.buckets);
+            if (t.kind == TaskKind::collective && t.bucket >= 0)
+                return trainer_->reduce_bucket(plan_.buckets[static_cast<std::size_t>(t.bucket)], comm,
+                                               has_gradient_copy_);
+        }
+        cpu::replay_task(plan_, w_, t, scratch, comm);
+    }
+
+    const sim::Plan& plan_;
+    const models::Workload& w_;
+    const ExecOptions& options_;
+    Comms comms_;
+    Shared shared_;
+    int compute_stream_ = 0;
+    bool has_gradient_copy_ = false;
+    std::vector<std::vector<int>> by_stream_;
+    std::vector<cpu::Scratch> scratch_;
+    std::vector<std::vector<TaskTiming>> timings_;  // [step][task], this rank
+    std::unique_ptr<cpu::MlpTrainer> trainer_;
+};
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
+                                     const sim::Config& config) {
+    sim::Timeline tl;
+    tl.title = fmt::format("{} {} on {} CPU ranks ({}, measured)", config.model, config.strategy, r.world_size,
+                           to_string(r.mode));
+    for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
+    for (const auto& s : plan.streams) tl.streams.push_back(s.name);
+    std::int64_t offset = 0;
+    for (int step = 0; step < r.steps; ++step) {
+        const auto& by_rank = r.timings[static_cast<std::size_t>(step)];
+        for (std::size_t rank = 0; rank < by_rank.size(); ++rank)
+            for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+                const auto& t = plan.tasks[i];
+                const auto& tm = by_rank[rank][i];
+                sim::TimelineEvent e;
+                e.rank = static_cast<int>(rank);
+                e.stream = t.stream;
+                e.name = sim::task_name(plan, w, t);
+                e.category = std::string(to_string(t.kind));
+                e.start_ns = offset + tm.start_ns;
+                e.dur_ns = tm.end_ns - tm.start_ns;
+                e.args.push_back({"task", static_cast<std::int64_t>(i)});
+                e.args.push_back({"step", static_cast<std::int64_t>(step)});
+                e.args.push_back({"phase", std::string(to_string(t.phase))});
+                e.args.push_back({"micro_step", static_cast<std::int64_t>(t.micro_step)});
+                if (t.layer >= 0) e.args.push_back({"layer", w.layers[static_cast<std::size_t>(t.layer)].name});
+                if (t.bucket >= 0) e.args.push_back({"bucket", static_cast<std::int64_t>(t.bucket)});
+                if (t.bytes > 0) e.args.push_back({"bytes", t.bytes});
+                tl.events.push_back(std::move(e));
+            }
+        offset += static_cast<std::int64_t>(r.step_time_s[static_cast<std::size_t>(step)] * 1e9) + 1;
+    }
+    return tl;
+}
+
+}  // namespace
+
+std::string_view to_string(Mode m) {
+    return m == Mode::train ? "train" : "replay";
+}
+
+Mode mode_from_string(std::string_view s) {
+    if (s == "replay") return Mode::replay;
+    if (s == "train") return Mode::train;
+    throw ConfigError(fmt::format("unknown execution mode '{}': use replay or train.", s));
+}
+
+void ensure_mpi() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized != 0) return;
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (finalized == 0) MPI_Finalize();
+    });
+}
+
+ExecResult execute(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
+                   const ExecOptions& options) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0)
+        throw Error("the executor needs MPI: call dtsim::executor::ensure_mpi() or MPI_Init_thread first.");
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (provided != MPI_THREAD_MULTIPLE)
+        throw Error(
+            "the executor runs collectives from several threads and needs MPI_THREAD_MULTIPLE; initialise MPI "
+            "with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...).");
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != config.topology.world_size())
+        throw ConfigError(fmt::format(
+            "the config describes {} ranks ({} nodes x {} per node) but MPI_COMM_WORLD has {}; run with mpirun -np "
+            "{} or change the topology.",
+            config.topology.world_size(), config.topology.nodes, config.topology.gpus_per_node, world,
+            config.topology.world_size()));
+    if (options.steps < 1) throw ConfigError(fmt::format("steps must be at least 1, not {}.", options.steps));
+    if (options.mode == Mode::train) check_train(plan, workload, config);
+    openblas_set_num_threads(1);
+
+    ExecResult r;
+    r.mode = options.mode;
+    r.rank = rank;
+    r.world_size = world;
+    r.steps = options.steps;
+    {
+        Runner runner(plan, workload, config, options, rank, world);
+        runner.run(r.loss, world);
+        // Gather every rank's timings on rank 0: [step][task] start, end.
+        const std::size_t n = plan.tasks.size();
+        std::vector<std::int64_t> mine;
+        mine.reserve(static_cast<std::size_t>(options.steps) * n * 2);
+        for (const auto& step : runner.timings())
+            for (const auto& t : step) {
+                mine.push_back(t.start_ns);
+                mine.push_back(t.end_ns);
+            }
+        std::vector<std::int64_t> all(rank == 0 ? mine.size() * static_cast<std::size_t>(world) : 0);
+        MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
+                   MPI_INT64_T, 0, MPI_COMM_WORLD);
+        const int shown = rank == 0 ? world : 1;
+        const auto& src = rank == 0 ? all : mine;
+        r.timings.assign(static_cast<std::size_t>(options.steps),
+                         std::vector<std::vector<TaskTiming>>(static_cast<std::size_t>(shown)));
+        for (int q = 0; q < shown; ++q)
+            for (int s = 0; s < options.steps; ++s) {
+                auto& row = r.timings[static_cast<std::size_t>(s)][static_cast<std::size_t>(q)];
+                row.resize(n);
+                const std::size_t base = (static_cast<std::size_t>(q) * static_cast<std::size_t>(options.steps) +
+                                          static_cast<std::size_t>(s)) *
+                                         n * 2;
+                for (std::size_t i = 0; i < n; ++i) row[i] = {src[base + 2 * i], src[base + 2 * i + 1]};
+            }
+        r.step_time_s.assign(static_cast<std::size_t>(options.steps), 0.0);
+        for (int s = 0; s < options.steps; ++s) {
+            std::int64_t end = 0;
+            for (const auto& row : r.timings[static_cast<std::size_t>(s)])
+                for (const auto& t : row) end = std::max(end, t.end_ns);
+            r.step_time_s[static_cast<std::size_t>(s)] = static_cast<double>(end) * 1e-9;
+        }
+        MPI_Bcast(r.step_time_s.data(), options.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (runner.trainer()) r.parameters = runner.trainer()->parameters();
+    }
+    std::vector<double> steady(r.step_time_s.begin() + (options.steps > 1 ? 1 : 0), r.step_time_s.end());
+    r.median_step_time_s = median(steady);
+    if (rank == 0) r.timeline = make_measured_timeline(r, plan, workload, config);
+
+    if (r.mode == Mode::replay) {
+        r.notes.push_back(
+            "replay: GEMMs run as fp32 cblas_sgemm at each op's m, n, k (batched GEMMs loop), whatever the "
+            "precision; elementwise ops, loss, embeddings and explicit passes run as memory passes over their "
+            "bytes (at most 32 MiB of scratch, streamed repeatedly); collectives are real MPI calls on bytes/4 "
+            "floats.");
+        bool host = false, io = false, flops = false;
+        for (const auto& t : plan.tasks) {
+            host = host || t.kind == TaskKind::host_compute;
+            io = io || t.kind == TaskKind::io;
+            flops = flops || (t.kind == TaskKind::compute && t.layer < 0 && t.flops > 0 && t.phase != Phase::optimizer);
+        }
+        if (host)
+            r.notes.push_back(
+                "host tasks: the CPU optimizer runs an Adam loop over its elements; fixed-duration tasks spin.");
+        if (io) r.notes.push_back("I/O tasks write and read a real file (page cache, no O_DIRECT).");
+        if (flops)
+            r.notes.push_back("the matmul flops of compression passes are not executed, only their memory passes.");
+    } else {
+        r.notes.push_back(fmt::format(
+            "train: real {} MLP on {} rank(s), {} optimizer (lr {}), each rank on its {}-row shard of a {}-row "
+            "global batch per micro-step; bucket allreduces reduce the real gradients.",
+            config.model, world, to_string(config.optimizer), options.learning_rate, config.micro_batch,
+            config.micro_batch * world));
+    }
+    return r;
+}
+
+std::string format_execution_summary(const ExecResult& r) {
+    std::string out = fmt::format("Executed {} step(s) in {} mode on {} rank(s) (CPU backend: MPI + OpenBLAS)\n",
+                                  r.steps, to_string(r.mode), r.world_size);
+    out += "  step times:";
+    for (double s : r.step_time_s) out += fmt::format(" {:.3f} ms", s * 1e3);
+    out += "\n";
+    out += fmt::format("  median step time{}: {:.3f} ms\n", r.steps > 1 ? " (first step excluded)" : "",
+                       r.median_step_time_s * 1e3);
+    if (!r.loss.empty()) {
+        out += "  loss:";
+        for (double l : r.loss) out += fmt::format(" {:.6g}", l);
+        out += "\n";
+    }
+    for (const auto& n : r.notes) out += "  note: " + n + "\n";
+    return out;
+}
+
+}  // namespace dtsim::executor

@@ -1,0 +1,92 @@
+// The reference executor: runs a Plan for real and records when each task ran.
+// CPU backend: OpenBLAS GEMMs and memory passes on the calling thread (the
+// compute stream), one thread per other stream (real MPI collectives on one
+// communicator per stream, memcpy copies, host loops, file I/O).
+//
+// execute() is collective: every rank of MPI_COMM_WORLD calls it with the same
+// Plan, Workload, Config and options. MPI must be initialised with
+// MPI_THREAD_MULTIPLE (ensure_mpi() does that when the caller has not).
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/sim/config.hpp"
+#include "dtsim/sim/plan.hpp"
+#include "dtsim/sim/timeline.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::executor {
+
+enum class Mode : std::uint8_t {
+    // Every model: each task's work at its shapes on scratch buffers.
+    replay,
+    // MLP models under DDP only: real tensors, real gradients, real optimizer.
+    train,
+};
+std::string_view to_string(Mode m);
+Mode mode_from_string(std::string_view s);  // "replay" or "train"; throws ConfigError
+
+struct ExecOptions {
+    int steps = 3;
+    Mode mode = Mode::replay;
+    double learning_rate = 1e-2;  // train mode: SGD and Adam (betas 0.9, 0.999, eps 1e-8)
+    std::uint64_t seed = 1;       // train mode: initial parameters and the synthetic batch
+    std::string scratch_dir;      // I/O tasks write and read files here; empty: the system temp dir
+};
+
+struct TaskTiming {
+    std::int64_t start_ns = 0;  // relative to the step's barrier'd start on that rank
+    std::int64_t end_ns = 0;
+};
+
+struct ExecResult {
+    Mode mode = Mode::replay;
+    int rank = 0;
+    int world_size = 1;
+    int steps = 0;
+    // timings[step][rank][task]: every rank on rank 0, only its own row elsewhere
+    // (timings[step][0] then is this rank's).
+    std::vector<std::vector<std::vector<TaskTiming>>> timings;
+    // Rank 0: one process per rank, the plan's streams as threads, every step
+    // laid end to end (arg "step"). Other ranks: empty events.
+    sim::Timeline timeline;
+    std::vector<double> step_time_s;  // per step: the latest task end over all ranks (same on every rank)
+    double median_step_time_s = 0;    // median over steps, the first excluded when steps > 1
+    std::vector<double> loss;         // train mode: per step, mean over the global batch (same on every rank)
+    // Train mode: this rank's parameters after the last step, by parameter index.
+    std::vector<std::vector<float>> parameters;
+    std::vector<std::string> notes;  // what ran for real and what was approximated or skipped
+};
+
+// Initialises MPI with MPI_THREAD_MULTIPLE when nobody has (a singleton
+// outside mpirun) and finalises it at exit. Sets OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)
+// unless already set.
+void ensure_mpi();
+
+ExecResult execute(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
+                   const ExecOptions& options);
+
+// Several lines: mode, ranks, step times, median, loss, notes.
+std::string format_execution_summary(const ExecResult& result);
+
+// Train mode's data and initial state, public so that tests and benchmarks can
+// reproduce the same training without the executor.
+struct MlpShape {
+    int layers = 0;
+    std::int64_t width = 0;
+};
+MlpShape mlp_shape(const models::Workload& workload);  // throws ConfigError for a non-MLP workload
+// Row-major [rows x width] inputs and targets of the deterministic global batch.
+struct Batch {
+    std::vector<float> inputs;
+    std::vector<float> targets;
+};
+Batch synthetic_batch(std::int64_t rows, std::int64_t width, std::uint64_t seed);
+// Initial parameters by parameter index (weights [out, in] row-major, biases),
+// torch's default Linear init range, deterministic in the seed.
+std::vector<std::vector<float>> initial_parameters(const models::Workload& workload, std::uint64_t seed);
+
+}  // namespace dtsim::executor
