@@ -1,0 +1,113 @@
+#include "config_options.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/registry.hpp"
+#include "dtsim/models/model_registry.hpp"
+#include "dtsim/sim/deepspeed_config.hpp"
+#include "dtsim/sim/lightning_names.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+namespace dtsim::cli {
+namespace {
+
+std::string names_list(const std::vector<std::string>& names) {
+    return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string knob_help(const std::string& strategy) {
+    sim::Config c;
+    c.strategy = strategy;
+    sim::resolve_lightning_name(c);
+    const auto& s = sim::strategies().find(c.strategy);
+    std::string out = fmt::format("Knobs of strategy '{}' ({}):\n", s.name, s.description);
+    for (const auto& k : s.value.knobs)
+        out += fmt::format("  {:<26} default {:<6} {}\n", k.name, k.default_value, k.description);
+    return out;
+}
+
+// The strategy name: a dtsim strategy, a Lightning name, or a DeepSpeed config file.
+void check_strategy_name(const std::string& name) {
+    if (name.ends_with(".json") || sim::strategies().find_or_null(name)) return;
+    std::vector<std::string> valid = sim::strategies().names();
+    for (const auto& l : sim::lightning_strategies()) valid.push_back(l.name);
+    throw ConfigError(unknown_name_message("strategy", name, valid) + " (or a DeepSpeed config: --strategy ds.json)");
+}
+
+}  // namespace
+
+void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool with_topology) {
+    auto* model =
+        cmd.add_option("--model,-m", o.model, "model: " + names_list(models::model_names()) + " (see `dtsim models`)");
+    if (model_required) model->required();
+    cmd.add_option("--hardware", o.hardware, "hardware preset (see `dtsim hardware`) or a calibration JSON file")
+        ->capture_default_str();
+    if (with_topology) {
+        cmd.add_option("--nodes", o.nodes, "number of nodes")->capture_default_str();
+        cmd.add_option("--gpus-per-node", o.gpus_per_node, "GPUs (ranks) per node")->capture_default_str();
+    }
+    cmd.add_option("--strategy,-s", o.strategy,
+                   "strategy: " + names_list(sim::strategies().names()) +
+                       ", a Lightning name (ddp_spawn, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
+                       "DeepSpeed config file (ds.json)")
+        ->capture_default_str();
+    cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();
+    cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
+    cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
+        ->capture_default_str();
+    cmd.add_option("--precision", o.precision, "fp32, fp16-mixed or bf16-mixed (torch.autocast)")
+        ->capture_default_str();
+    cmd.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
+    cmd.add_option("--attention", o.attention, "attention kernel: flash (SDPA, HF default) or eager")
+        ->capture_default_str();
+    cmd.add_flag("--activation-checkpointing,--ckpt", o.activation_checkpointing,
+                 "recompute each transformer block's forward in backward (torch.utils.checkpoint per block)");
+    cmd.add_flag("--sync-batchnorm", o.sync_batchnorm,
+                 "BatchNorm layers synchronise statistics across ranks (SyncBatchNorm; resnet50)");
+    cmd.add_option("--set", o.set,
+                   "strategy knob by its torch name, e.g. --set bucket_cap_mb=50 (repeatable; "
+                   "`--set help=1` lists the strategy's knobs)");
+    cmd.add_option("--trace", o.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
+    cmd.add_option("--format", o.format, "output: text or json")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+}
+
+bool print_knob_help_if_asked(const SimulateOptions& o) {
+    for (const auto& kv : o.set)
+        if (kv.rfind("help=", 0) == 0 || kv == "help") {
+            fmt::print("{}", knob_help(o.strategy));
+            return true;
+        }
+    return false;
+}
+
+sim::Config make_config(const SimulateOptions& o, std::string* launch) {
+    sim::Config c;
+    c.model = o.model;
+    c.strategy = o.strategy;
+    c.topology = {o.nodes, o.gpus_per_node};
+    c.micro_batch = o.micro_batch;
+    c.seq_len = o.seq_len;
+    c.grad_accum = o.grad_accum;
+    c.precision = sim::precision_from_string(o.precision);
+    c.optimizer = sim::optimizer_from_string(o.optimizer);
+    c.attention = models::attention_from_string(o.attention);
+    c.activation_checkpointing = o.activation_checkpointing;
+    c.sync_batchnorm = o.sync_batchnorm;
+    // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
+    if (o.strategy.ends_with(".json")) apply_deepspeed_config(o.strategy, c);
+    for (const auto& kv : o.set) {
+        auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw ConfigError(fmt::format("--set {}: expected key=value, e.g. --set bucket_cap_mb=25", kv));
+        c.knobs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    if (auto how = sim::resolve_lightning_name(c); how && launch) *launch = *how;
+    check_strategy_name(c.strategy);
+    c.validate();
+    return c;
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,45 @@
+// The options every configuration-taking command shares (simulate, demo,
+// execute): model, hardware, topology, strategy and its knobs, precision.
+#pragma once
+
+#include "dtsim/sim/config.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::cli {
+
+struct SimulateOptions {
+    std::string model;
+    std::string hardware = "h100-sxm";
+    int nodes = 1;
+    int gpus_per_node = 8;
+    std::string strategy = "ddp";
+    std::int64_t micro_batch = 1;
+    std::int64_t seq_len = 0;
+    int grad_accum = 1;
+    std::string precision = "fp32";
+    std::string optimizer = "adam";
+    std::string attention = "flash";
+    bool activation_checkpointing = false;
+    bool sync_batchnorm = false;
+    std::vector<std::string> set;
+    std::string trace;
+    std::string format = "text";
+};
+
+// Adds the options to `cmd`. `with_topology` false for commands whose ranks
+// come from mpirun (execute).
+void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool with_topology = true);
+
+// "Knobs of strategy ..." for --set help=1; true when the options asked for it.
+bool print_knob_help_if_asked(const SimulateOptions& o);
+
+// The Config the options describe (Lightning names and DeepSpeed files
+// resolved). `launch` receives Lightning's launch method, if any.
+sim::Config make_config(const SimulateOptions& o, std::string* launch = nullptr);
+
+}  // namespace dtsim::cli

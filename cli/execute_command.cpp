@@ -1,0 +1,101 @@
+// `mpirun -np N dtsim execute`: run the configuration's Plan for real on the
+// CPU backend (MPI + OpenBLAS) and record when every task ran.
+#include "commands.hpp"
+#include "config_options.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
+#include "dtsim/executor/execute.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
+#include "dtsim/traces/chrome_trace.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <memory>
+
+namespace dtsim::cli {
+namespace {
+
+struct ExecuteOptions {
+    SimulateOptions config;
+    int steps = 5;
+    std::string mode = "auto";
+    double learning_rate = 1e-2;
+};
+
+// Real training where the executor can (MLPs under DDP in fp32), replay elsewhere.
+executor::Mode choose_mode(const std::string& requested, const sim::Config& c) {
+    if (requested != "auto") return executor::mode_from_string(requested);
+    const bool trainable = c.model.rfind("mlp-", 0) == 0 && c.strategy == "ddp" && c.precision == sim::Precision::fp32;
+    return trainable ? executor::Mode::train : executor::Mode::replay;
+}
+
+void run_execute(const ExecuteOptions& o) {
+    if (print_knob_help_if_asked(o.config)) return;
+    executor::ensure_mpi();
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    try {
+        sim::Config config = make_config(o.config);
+        config.topology = {1, size};  // the ranks mpirun started, on this machine
+        if (o.steps < 1) throw ConfigError(fmt::format("--steps must be >= 1 (got {})", o.steps));
+        const models::Workload workload = sim::build_workload(config);
+        const sim::Plan plan = sim::lower(workload, config);
+        executor::ExecOptions options;
+        options.steps = o.steps;
+        options.mode = choose_mode(o.mode, config);
+        options.learning_rate = o.learning_rate;
+        const executor::ExecResult result = executor::execute(plan, workload, config, options);
+        if (rank != 0) return;
+        if (o.config.format == "json") {
+            Json j = {{"model", config.model},
+                      {"strategy", config.strategy},
+                      {"world_size", size},
+                      {"mode", std::string(executor::to_string(result.mode))},
+                      {"steps", result.steps},
+                      {"step_time_s", result.step_time_s},
+                      {"median_step_time_s", result.median_step_time_s},
+                      {"loss", result.loss},
+                      {"notes", result.notes}};
+            fmt::print("{}\n", j.dump(2));
+        } else {
+            fmt::print("{}", executor::format_execution_summary(result));
+        }
+        if (!o.config.trace.empty()) {
+            traces::write_chrome_trace(result.timeline, o.config.trace);
+            if (o.config.format == "text") fmt::print("  Measured trace written to {}\n", o.config.trace);
+        }
+    } catch (const std::exception& e) {
+        // Other ranks may wait in a collective: stop them all rather than hang.
+        if (size > 1) {
+            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, e.what());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        throw;
+    }
+}
+
+}  // namespace
+
+void add_execute_command(CLI::App& app) {
+    auto o = std::make_shared<ExecuteOptions>();
+    auto* cmd = app.add_subcommand("execute",
+                                   "run a configuration for real on this machine's ranks (CPU backend: "
+                                   "MPI + OpenBLAS) and record each task");
+    add_options(*cmd, o->config, true, /*with_topology=*/false);
+    cmd->add_option("--steps", o->steps, "training steps to run (the first is warm-up)")->capture_default_str();
+    cmd->add_option("--mode", o->mode,
+                    "train (real MLP training under DDP), replay (every op at its shapes on scratch buffers), or "
+                    "auto")
+        ->check(CLI::IsMember({"auto", "train", "replay"}))
+        ->capture_default_str();
+    cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
+    cmd->footer(
+        "Example:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
+        "--trace measured.json");
+    cmd->callback([o] { run_execute(*o); });
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 dtsim execute` as a user runs it: real training of an MLP
+# under DDP with a measured trace, and replay of a transformer under FSDP.
+#   Usage: execute_cli_2ranks.sh path/to/dtsim
+set -euo pipefail
+dtsim="$1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+
+timeout 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model mlp-4x256 --micro-batch 16 --steps 6 \
+  --trace measured.json > train.out
+cat train.out
+grep -q 'in train mode on 2 rank(s)' train.out
+grep -q '"traceEvents"' measured.json
+grep -q '"rank 1' measured.json   # one process per rank in the measured trace
+
+timeout 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model gpt2 --seq-len 32 --strategy fsdp --steps 2 \
+  --format json > replay.json
+cat replay.json
+grep -q '"mode": "replay"' replay.json
