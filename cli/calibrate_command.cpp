@@ -4,6 +4,7 @@
 #include "commands.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/models/model_registry.hpp"
+#include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
 #include "dtsim/profiler/fit.hpp"
@@ -74,22 +75,6 @@ private:
     int rank_ = 0, size_ = 1;
 };
 
-profiler::RepeatPolicy policy_for(bool quick) {
-    profiler::RepeatPolicy p;
-    if (quick) {
-        p.warmup = 1;
-        p.min_samples = 3;
-        p.max_samples = 20;
-        p.budget_s = 0.02;
-    } else {
-        p.warmup = 2;
-        p.min_samples = 5;
-        p.max_samples = 100;
-        p.budget_s = 0.15;
-    }
-    return p;
-}
-
 // The GEMM shapes a model runs (micro-batch 1 at `seq_len`), batched GEMMs as
 // their rows x batch; shapes too large for a CPU benchmark are left out.
 std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t seq_len, int& skipped) {
@@ -121,76 +106,19 @@ void check_io_dir(const std::string& dir) {
 }
 
 Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, ProgressBar& bar) {
-    const profiler::RepeatPolicy policy = policy_for(o.quick);
-    auto phase = [&](double begin, double end) {
-        return [&bar, begin, end](std::string_view what, double f) { bar.update(what, begin + (end - begin) * f); };
-    };
-    Calibration c;
-    const profiler::HostInfo host = profiler::host_info();
-    c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks", host.hostname, mpi.size()) : o.name;
-    c.provenance.source = "measured";
-    c.provenance.machine = fmt::format("{} ({})", host.hostname, host.cpu_model);
-    c.provenance.date = profiler::utc_timestamp();
-    c.provenance.backend = "cpu-mpi-openblas";
-    c.provenance.world_size = mpi.size();
-    c.provenance.notes =
-        fmt::format("{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi, host.blas,
-                    host.openblas_coretype.empty() ? "unset" : host.openblas_coretype, o.quick ? "quick" : "full");
-
-    // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
-    std::vector<profiler::GemmShape> shapes = profiler::default_gemm_shapes(o.quick);
+    profiler::CpuCalibrationOptions options;
+    options.quick = o.quick;
+    options.io_dir = o.io_dir;
+    options.name = o.name;
     int skipped = 0;
-    if (!o.model.empty() && !o.quick) {
-        const auto extra = model_gemm_shapes(o.model, o.seq_len, skipped);
-        shapes.insert(shapes.end(), extra.begin(), extra.end());
-    }
-    c.gemm_points = profiler::bench_gemm(shapes, policy, phase(0.0, 0.35));
-    // A CPU has no datasheet peak here: the fit estimates it as the rate large GEMMs approach.
-    c.gemm_curves.push_back(profiler::fit_gemm_curve(DType::fp32, 0, c.gemm_points));
-
-    bar.update("memory bandwidth", 0.35);
-    const profiler::MemoryResult mem = profiler::bench_memory(o.quick, policy, phase(0.35, 0.40));
-    bar.update("file write and read (NVMe offload path)", 0.40);
-    const profiler::FileIoResult io = profiler::bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
-    bar.update("CPU Adam", 0.48);
-    const double adam = profiler::bench_cpu_adam_params_per_s(o.quick ? (1 << 20) : (16 << 20), policy);
-
-    c.device.name = fmt::format("CPU rank ({})", host.cpu_model);
-    c.device.memory_bytes = host.memory_bytes / std::max(1, mpi.size());
-    c.device.reserved_bytes = 0;
-    c.device.mem_bw_gbps = mem.stream_gbps;
-    c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
-    c.device.kernel_overhead_us = mem.kernel_overhead_us;
-    c.gpus_per_node = mpi.size();
-    // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
-    c.host = {
-        mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, adam, io.read_gbps, io.write_gbps, adam};
-
-    if (mpi.size() > 1) {
-        profiler::CollectiveSweep sweep;
-        sweep.kinds = {CollectiveKind::allreduce, CollectiveKind::reduce_scatter, CollectiveKind::allgather,
-                       CollectiveKind::broadcast};
-        sweep.min_bytes = 1024;
-        sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
-        sweep.factor = o.quick ? 4 : 2;
-        const auto rows = profiler::bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
-        for (CollectiveKind kind : sweep.kinds) {
-            std::vector<profiler::CollectiveRow> of_kind;
-            std::vector<calib::CollectivePoint> points;
-            for (const auto& r : rows)
-                if (r.kind == kind) {
-                    of_kind.push_back(r);
-                    points.push_back({r.size_bytes, r.time.median_us, r.time.spread});
-                }
-            if (mpi.rank() == 0) {
-                bar.finish(fmt::format("{} over {} ranks:", to_string(kind), mpi.size()));
-                fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size()));
-            }
-            c.collectives.push_back(profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), points));
-        }
-        bar.update("overlap of compute and communication", 0.95);
-        c.overlap = profiler::bench_overlap(o.quick, policy);
-    }
+    if (!o.model.empty() && !o.quick) options.extra_gemm_shapes = model_gemm_shapes(o.model, o.seq_len, skipped);
+    const Calibration c = profiler::calibrate_cpu(
+        options, [&](std::string_view what, double f) { bar.update(what, f); },
+        [&](std::string_view text) {
+            if (mpi.rank() != 0) return;
+            bar.finish("");
+            fmt::print("{}", text);
+        });
     if (mpi.rank() == 0 && skipped > 0)
         fmt::print("note: {} GEMM shapes of {} were too large for a CPU benchmark and are interpolated\n", skipped,
                    o.model);
@@ -213,7 +141,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
             fmt::format("--backend cuda: {}. Run it on the GPU machine (one rank per GPU: "
                         "mpirun -np <gpus> ./dtsim calibrate --backend cuda), or use --backend cpu",
                         why));
-    const profiler::RepeatPolicy policy = policy_for(o.quick);
+    const profiler::RepeatPolicy policy = profiler::repeat_policy(o.quick);
     auto phase = [&](double begin, double end) {
         return [&bar, begin, end](std::string_view what, double f) { bar.update(what, begin + (end - begin) * f); };
     };

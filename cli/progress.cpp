@@ -36,7 +36,7 @@ void ProgressBar::finish(std::string_view message) {
     if (!enabled_) return;
     if (tty_ && last_percent_ >= 0) std::fputc('\n', stderr);
     last_percent_ = -1;
-    fmt::print(stderr, "dtsim: {}\n", message);
+    if (!message.empty()) fmt::print(stderr, "dtsim: {}\n", message);
 }
 
 }  // namespace dtsim::cli

@@ -1,0 +1,32 @@
+// The CPU backend's whole calibration (OpenBLAS, memory, files, CPU Adam, MPI
+// collectives, overlap), fitted into a Calibration. Used by `dtsim calibrate`
+// and by `dtsim validate` when no calibration is given.
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/measure.hpp"
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtsim::profiler {
+
+struct CpuCalibrationOptions {
+    bool quick = false;                        // a small sweep (tests, validate)
+    std::vector<GemmShape> extra_gemm_shapes;  // a model's own shapes
+    std::string io_dir = ".";                  // where the file benchmark writes
+    std::string name;                          // default: <host>-cpu-<N>ranks
+};
+
+// The repeat policy of a quick or a full calibration.
+RepeatPolicy repeat_policy(bool quick);
+
+// Collective over MPI_COMM_WORLD (MPI initialised, MPI_THREAD_MULTIPLE for the
+// overlap part). `report` receives the nccl-tests tables as they are measured.
+calib::Calibration calibrate_cpu(const CpuCalibrationOptions& options, const ProgressFn& progress,
+                                 const std::function<void(std::string_view)>& report);
+
+}  // namespace dtsim::profiler
