@@ -11,5 +11,6 @@ void add_models_command(CLI::App& app);
 void add_hardware_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_execute_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
 
 }  // namespace dtsim::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     dtsim::cli::add_hardware_command(app);
     dtsim::cli::add_calibrate_command(app);
     dtsim::cli::add_execute_command(app);
+    dtsim::cli::add_validate_command(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) {

@@ -1,0 +1,193 @@
+// `mpirun -np N dtsim validate`: simulate and execute the same Plans, then
+// report how far each prediction was, in total and per task kind.
+#include "commands.hpp"
+#include "config_options.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
+#include "dtsim/executor/execute.hpp"
+#include "dtsim/profiler/calibrate_cpu.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
+#include "format_units.hpp"
+#include "progress.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <sstream>
+
+namespace dtsim::cli {
+namespace {
+
+struct ValidateOptions {
+    SimulateOptions config;
+    std::string strategies;  // comma-separated; empty: --strategy
+    bool hardware_given = false;
+    int steps = 5;
+};
+
+constexpr std::array<sim::TaskKind, 5> kKinds = {sim::TaskKind::compute, sim::TaskKind::collective, sim::TaskKind::copy,
+                                                 sim::TaskKind::host_compute, sim::TaskKind::io};
+
+struct Comparison {
+    std::string strategy;
+    std::string mode;
+    double predicted_s = 0, measured_s = 0;
+    std::array<double, kKinds.size()> predicted_kind_s{}, measured_kind_s{};
+    double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
+};
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::size_t kind_index(sim::TaskKind k) {
+    return static_cast<std::size_t>(std::find(kKinds.begin(), kKinds.end(), k) - kKinds.begin());
+}
+
+std::vector<std::string> split(const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');)
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+// Predicted and measured time per task kind for rank 0 (the simulator's
+// representative rank): measured durations are medians over the steps after warm-up.
+Comparison compare(const std::string& strategy, const sim::SimResult& predicted, const executor::ExecResult& measured) {
+    Comparison c;
+    c.strategy = strategy;
+    c.mode = std::string(executor::to_string(measured.mode));
+    c.predicted_s = predicted.metrics.step_time_s;
+    c.measured_s = measured.median_step_time_s;
+    const auto& plan = predicted.plan;
+    const std::size_t first = measured.timings.size() > 1 ? 1 : 0;
+    for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
+        const std::size_t k = kind_index(plan.tasks[t].kind);
+        const auto& timing = predicted.schedule.timings[t];
+        c.predicted_kind_s[k] += static_cast<double>(timing.end_ns - timing.start_ns) * 1e-9;
+        std::vector<double> samples;
+        for (std::size_t s = first; s < measured.timings.size(); ++s) {
+            const auto& m = measured.timings[s][0][t];
+            samples.push_back(static_cast<double>(m.end_ns - m.start_ns) * 1e-9);
+        }
+        c.measured_kind_s[k] += median(std::move(samples));
+    }
+    return c;
+}
+
+std::string percent(double predicted, double measured) {
+    if (measured <= 0) return predicted > 0 ? "n/a" : "-";
+    return fmt::format("{:+.1f} %", 100.0 * (predicted - measured) / measured);
+}
+
+void run_validate(ValidateOptions o) {
+    if (print_knob_help_if_asked(o.config)) return;
+    executor::ensure_mpi();
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    try {
+        if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
+        const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
+        ProgressBar bar(rank == 0);
+        calib::Calibration cal;
+        if (o.hardware_given) {
+            cal = calib::load_hardware(o.config.hardware);
+        } else {
+            // No calibration given: measure this machine first (quick), on every rank.
+            profiler::CpuCalibrationOptions copt;
+            copt.quick = true;
+            cal = profiler::calibrate_cpu(
+                copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
+            bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
+        }
+        std::vector<Comparison> results;
+        for (const auto& strategy : strategies) {
+            SimulateOptions so = o.config;
+            so.strategy = strategy;
+            sim::Config config = make_config(so);
+            config.topology = {1, size};
+            auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
+            const sim::SimResult predicted = sim::simulate(workload, config, cal);
+            executor::ExecOptions eo;
+            eo.steps = o.steps;
+            // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
+            eo.mode = executor::Mode::replay;
+            const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
+            if (rank == 0) results.push_back(compare(strategy, predicted, measured));
+        }
+        if (rank != 0) return;
+        if (o.config.format == "json") {
+            Json j = {
+                {"model", o.config.model}, {"world_size", size}, {"hardware", cal.name}, {"results", Json::array()}};
+            for (const auto& c : results) {
+                Json kinds = Json::object();
+                for (std::size_t k = 0; k < kKinds.size(); ++k)
+                    if (c.predicted_kind_s[k] > 0 || c.measured_kind_s[k] > 0)
+                        kinds[std::string(to_string(kKinds[k]))] = {{"predicted_s", c.predicted_kind_s[k]},
+                                                                    {"measured_s", c.measured_kind_s[k]}};
+                j["results"].push_back({{"strategy", c.strategy},
+                                        {"mode", c.mode},
+                                        {"predicted_step_time_s", c.predicted_s},
+                                        {"measured_step_time_s", c.measured_s},
+                                        {"error", c.error()},
+                                        {"by_task_kind", kinds}});
+            }
+            fmt::print("{}\n", j.dump(2));
+            return;
+        }
+        fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {})\n\n", o.config.model, size,
+                   size == 1 ? "" : "s", cal.name, cal.provenance.source);
+        fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", "strategy", "mode",
+                   "predicted", "measured", "error", "compute", "collective", "copy", "host");
+        for (const auto& c : results)
+            fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", c.strategy, c.mode,
+                       format_seconds(c.predicted_s), format_seconds(c.measured_s),
+                       percent(c.predicted_s, c.measured_s), percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
+                       percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
+                       percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
+                       percent(c.predicted_kind_s[3], c.measured_kind_s[3]));
+        fmt::print(
+            "\n  Error = (predicted - measured) / measured; per kind, the summed task times of rank 0 "
+            "(medians over steps after the first).\n");
+    } catch (const std::exception& e) {
+        if (size > 1) {
+            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, e.what());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        throw;
+    }
+}
+
+}  // namespace
+
+void add_validate_command(CLI::App& app) {
+    auto o = std::make_shared<ValidateOptions>();
+    auto* cmd = app.add_subcommand("validate",
+                                   "simulate and execute the same configurations, then report the "
+                                   "prediction error in total and per task kind");
+    add_options(*cmd, o->config, true, /*with_topology=*/false);
+    cmd->add_option("--strategies", o->strategies, "comma-separated strategies to compare (default: --strategy)");
+    cmd->add_option("--steps", o->steps, "steps to execute per configuration (the first is warm-up)")
+        ->capture_default_str();
+    cmd->footer(
+        "Without --hardware a quick calibration of this machine runs first.\n"
+        "Example:\n  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 "
+        "--strategies ddp,fsdp,deepspeed_stage_3");
+    cmd->callback([o, cmd] {
+        ValidateOptions v = *o;
+        v.hardware_given = cmd->count("--hardware") > 0;
+        run_validate(std::move(v));
+    });
+}
+
+}  // namespace dtsim::cli

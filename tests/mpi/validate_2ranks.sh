@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 dtsim validate`: a quick calibration, then each strategy is
+# simulated and executed and the errors are reported.   Usage: validate_2ranks.sh path/to/dtsim
+set -euo pipefail
+dtsim="$1"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+timeout 150 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 3 \
+  --strategies ddp,fsdp,deepspeed_stage_2 --format json > validate.json
+cat validate.json
+python3 - validate.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["world_size"] == 2, j
+assert [r["strategy"] for r in j["results"]] == ["ddp", "fsdp", "deepspeed_stage_2"], j
+for r in j["results"]:
+    assert r["measured_step_time_s"] > 0 and r["predicted_step_time_s"] > 0, r
+    assert "compute" in r["by_task_kind"] and "collective" in r["by_task_kind"], r
+    assert abs(r["error"]) < 10, r  # the same plan on both sides: not off by an order of magnitude
+PY
