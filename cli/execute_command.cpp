@@ -22,12 +22,14 @@ struct ExecuteOptions {
     int steps = 5;
     std::string mode = "auto";
     double learning_rate = 1e-2;
+    double fault_timeout_s = 30;
 };
 
-// Real training where the executor can (MLPs under DDP in fp32), replay elsewhere.
+// Real training where the executor can (MLPs in fp32 under DDP, FSDP, ZeRO
+// without offload), replay elsewhere.
 executor::Mode choose_mode(const std::string& requested, const sim::Config& c) {
     if (requested != "auto") return executor::mode_from_string(requested);
-    const bool trainable = c.model.rfind("mlp-", 0) == 0 && c.strategy == "ddp" && c.precision == sim::Precision::fp32;
+    const bool trainable = c.model.rfind("mlp-", 0) == 0 && c.precision == sim::Precision::fp32;
     return trainable ? executor::Mode::train : executor::Mode::replay;
 }
 
@@ -47,7 +49,21 @@ void run_execute(const ExecuteOptions& o) {
         options.steps = o.steps;
         options.mode = choose_mode(o.mode, config);
         options.learning_rate = o.learning_rate;
-        const executor::ExecResult result = executor::execute(plan, workload, config, options);
+        options.fault_timeout_s = o.fault_timeout_s;
+        if (!o.config.trace.empty())
+            options.write_partial_trace = [&o](const sim::Timeline& t) {
+                traces::write_chrome_trace(t, o.config.trace);
+            };
+        executor::ExecResult result;
+        try {
+            result = executor::execute(plan, workload, config, options);
+        } catch (const ConfigError&) {
+            // auto: what cannot train for real (offload, hooks, ...) replays; every rank
+            // decides the same before any communication.
+            if (o.mode != "auto" || options.mode != executor::Mode::train) throw;
+            options.mode = executor::Mode::replay;
+            result = executor::execute(plan, workload, config, options);
+        }
         if (rank != 0) return;
         if (o.config.format == "json") {
             Json j = {{"model", config.model},
@@ -86,12 +102,18 @@ void add_execute_command(CLI::App& app) {
                                    "MPI + OpenBLAS) and record each task");
     add_options(*cmd, o->config, true, /*with_topology=*/false);
     cmd->add_option("--steps", o->steps, "training steps to run (the first is warm-up)")->capture_default_str();
-    cmd->add_option("--mode", o->mode,
-                    "train (real MLP training under DDP), replay (every op at its shapes on scratch buffers), or "
-                    "auto")
+    cmd->add_option(
+           "--mode", o->mode,
+           "train (real MLP training under DDP, FSDP or ZeRO), replay (every op at its shapes on scratch buffers), or "
+           "auto")
         ->check(CLI::IsMember({"auto", "train", "replay"}))
         ->capture_default_str();
     cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
+    cmd->add_option("--fault-timeout", o->fault_timeout_s,
+                    "stop every rank when none makes progress for this many seconds (0: never); rank 0 then "
+                    "writes the completed steps to --trace")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     cmd->footer(
         "Example:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
         "--trace measured.json");

@@ -5,6 +5,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
 #include "dtsim/executor/execute.hpp"
+#include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
@@ -30,27 +31,13 @@ struct ValidateOptions {
     int steps = 5;
 };
 
-constexpr std::array<sim::TaskKind, 5> kKinds = {sim::TaskKind::compute, sim::TaskKind::collective, sim::TaskKind::copy,
-                                                 sim::TaskKind::host_compute, sim::TaskKind::io};
+using executor::kTaskKinds;
 
-struct Comparison {
+struct Result {
     std::string strategy;
     std::string mode;
-    double predicted_s = 0, measured_s = 0;
-    std::array<double, kKinds.size()> predicted_kind_s{}, measured_kind_s{};
-    double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
+    executor::Comparison comparison;
 };
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::size_t kind_index(sim::TaskKind k) {
-    return static_cast<std::size_t>(std::find(kKinds.begin(), kKinds.end(), k) - kKinds.begin());
-}
 
 std::vector<std::string> split(const std::string& list) {
     std::vector<std::string> out;
@@ -58,30 +45,6 @@ std::vector<std::string> split(const std::string& list) {
     for (std::string item; std::getline(in, item, ',');)
         if (!item.empty()) out.push_back(item);
     return out;
-}
-
-// Predicted and measured time per task kind for rank 0 (the simulator's
-// representative rank): measured durations are medians over the steps after warm-up.
-Comparison compare(const std::string& strategy, const sim::SimResult& predicted, const executor::ExecResult& measured) {
-    Comparison c;
-    c.strategy = strategy;
-    c.mode = std::string(executor::to_string(measured.mode));
-    c.predicted_s = predicted.metrics.step_time_s;
-    c.measured_s = measured.median_step_time_s;
-    const auto& plan = predicted.plan;
-    const std::size_t first = measured.timings.size() > 1 ? 1 : 0;
-    for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
-        const std::size_t k = kind_index(plan.tasks[t].kind);
-        const auto& timing = predicted.schedule.timings[t];
-        c.predicted_kind_s[k] += static_cast<double>(timing.end_ns - timing.start_ns) * 1e-9;
-        std::vector<double> samples;
-        for (std::size_t s = first; s < measured.timings.size(); ++s) {
-            const auto& m = measured.timings[s][0][t];
-            samples.push_back(static_cast<double>(m.end_ns - m.start_ns) * 1e-9);
-        }
-        c.measured_kind_s[k] += median(std::move(samples));
-    }
-    return c;
 }
 
 std::string percent(double predicted, double measured) {
@@ -110,7 +73,7 @@ void run_validate(ValidateOptions o) {
                 copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
         }
-        std::vector<Comparison> results;
+        std::vector<Result> results;
         for (const auto& strategy : strategies) {
             SimulateOptions so = o.config;
             so.strategy = strategy;
@@ -123,20 +86,23 @@ void run_validate(ValidateOptions o) {
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
             eo.mode = executor::Mode::replay;
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
-            if (rank == 0) results.push_back(compare(strategy, predicted, measured));
+            if (rank == 0)
+                results.push_back({strategy, std::string(executor::to_string(measured.mode)),
+                                   executor::compare(predicted, measured)});
         }
         if (rank != 0) return;
         if (o.config.format == "json") {
             Json j = {
                 {"model", o.config.model}, {"world_size", size}, {"hardware", cal.name}, {"results", Json::array()}};
-            for (const auto& c : results) {
+            for (const auto& r : results) {
+                const auto& c = r.comparison;
                 Json kinds = Json::object();
-                for (std::size_t k = 0; k < kKinds.size(); ++k)
+                for (std::size_t k = 0; k < kTaskKinds.size(); ++k)
                     if (c.predicted_kind_s[k] > 0 || c.measured_kind_s[k] > 0)
-                        kinds[std::string(to_string(kKinds[k]))] = {{"predicted_s", c.predicted_kind_s[k]},
-                                                                    {"measured_s", c.measured_kind_s[k]}};
-                j["results"].push_back({{"strategy", c.strategy},
-                                        {"mode", c.mode},
+                        kinds[std::string(to_string(kTaskKinds[k]))] = {{"predicted_s", c.predicted_kind_s[k]},
+                                                                        {"measured_s", c.measured_kind_s[k]}};
+                j["results"].push_back({{"strategy", r.strategy},
+                                        {"mode", r.mode},
                                         {"predicted_step_time_s", c.predicted_s},
                                         {"measured_step_time_s", c.measured_s},
                                         {"error", c.error()},
@@ -149,8 +115,8 @@ void run_validate(ValidateOptions o) {
                    size == 1 ? "" : "s", cal.name, cal.provenance.source);
         fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", "strategy", "mode",
                    "predicted", "measured", "error", "compute", "collective", "copy", "host");
-        for (const auto& c : results)
-            fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", c.strategy, c.mode,
+        for (const auto& [strategy, mode, c] : results)
+            fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", strategy, mode,
                        format_seconds(c.predicted_s), format_seconds(c.measured_s),
                        percent(c.predicted_s, c.measured_s), percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
                        percent(c.predicted_kind_s[1], c.measured_kind_s[1]),

@@ -6,6 +6,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/sim/report.hpp"
+#include "watchdog.hpp"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -15,11 +16,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 extern "C" void openblas_set_num_threads(int);
@@ -80,9 +84,7 @@ private:
 // Train mode's preconditions; throws ConfigError naming what is unsupported.
 void check_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config) {
     (void)mlp_shape(w);
-    if (config.strategy != "ddp")
-        throw ConfigError(
-            fmt::format("train mode runs the DDP strategy only, not '{}'; use --mode replay for it.", config.strategy));
+    if (config.strategy != "ddp") return cpu::check_sharded_train(plan, w, config);
     if (config.precision != sim::Precision::fp32)
         throw ConfigError("train mode runs fp32 only; use --precision fp32 or --mode replay.");
     for (const auto& [key, value] : config.knobs)
@@ -108,14 +110,29 @@ struct Shared {
     std::vector<int> done_step;  // by task: the last step it ended in
     int done_in_step = 0;
     std::exception_ptr error;
+    // Fault detection: progress grows with every task end and step start; by
+    // stream, the task it runs (running) or waits to start (-1: none), since when.
+    std::int64_t progress = 0;
+    std::vector<int> current;
+    std::vector<char> running;
+    std::vector<Clock::time_point> since;
 };
 
 class Runner {
 public:
     Runner(const sim::Plan& plan, const models::Workload& w, const sim::Config& config, const ExecOptions& options,
-           int rank, int world)
-        : plan_(plan), w_(w), options_(options), comms_(plan, config, rank) {
+           int rank, int world, FaultInjection inject)
+        : plan_(plan),
+          w_(w),
+          options_(options),
+          comms_(plan, config, rank),
+          rank_(rank),
+          world_(world),
+          inject_(inject) {
         shared_.done_step.assign(plan.tasks.size(), -1);
+        shared_.current.assign(plan.streams.size(), -1);
+        shared_.running.assign(plan.streams.size(), 0);
+        shared_.since.assign(plan.streams.size(), Clock::now());
         timings_.assign(static_cast<std::size_t>(options.steps),
                         std::vector<TaskTiming>(plan.tasks.size(), TaskTiming{}));
         compute_stream_ = 0;
@@ -127,7 +144,7 @@ public:
         for (const auto& t : plan.tasks)
             if (t.phase == Phase::gradient_copy) has_gradient_copy_ = true;
         if (options.mode == Mode::train)
-            trainer_ = std::make_unique<cpu::MlpTrainer>(w, config, options, rank, world, plan.buckets.size());
+            trainer_ = std::make_unique<cpu::MlpTrainer>(plan, w, config, options, rank, world);
         const std::filesystem::path dir = options.scratch_dir.empty() ? std::filesystem::temp_directory_path()
                                                                       : std::filesystem::path(options.scratch_dir);
         scratch_.resize(plan.streams.size());
@@ -152,6 +169,7 @@ public:
                     shared_.t0 = Clock::now();
                     shared_.done_in_step = 0;
                     shared_.started_step = step;
+                    ++shared_.progress;
                 }
                 shared_.cv.notify_all();
                 run_tasks(compute_stream_, step);
@@ -167,6 +185,7 @@ public:
                     MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
                     loss.push_back(l / world);
                 }
+                gather_step(step);
             }
         } catch (...) {
             fail(std::current_exception());
@@ -178,7 +197,45 @@ public:
         if (shared_.error) std::rethrow_exception(shared_.error);
     }
 
-    const std::vector<std::vector<TaskTiming>>& timings() const { return timings_; }
+    // [step][rank][task] of the steps every rank completed: every rank on rank 0,
+    // this rank's row elsewhere.
+    std::vector<std::vector<std::vector<TaskTiming>>> gathered() const {
+        std::lock_guard lock(gathered_mu_);
+        return gathered_;
+    }
+
+    // For the watchdog: this rank's step and the task it is most likely stuck in
+    // (a running collective, else the longest-running task, else the task the
+    // compute stream waits to start).
+    RankProgress progress() const {
+        std::lock_guard lock(shared_.mu);
+        RankProgress p;
+        p.counter = shared_.progress;
+        p.step = std::min(shared_.started_step, options_.steps - 1);
+        const auto now = Clock::now();
+        int best = -1;
+        auto rank_of = [&](std::size_t s) {
+            const int i = shared_.current[s];
+            if (i < 0) return 0;
+            if (shared_.running[s] == 0) return s == static_cast<std::size_t>(compute_stream_) ? 1 : 0;
+            return plan_.tasks[static_cast<std::size_t>(i)].kind == TaskKind::collective ? 3 : 2;
+        };
+        for (std::size_t s = 0; s < shared_.current.size(); ++s) {
+            const int r = rank_of(s);
+            if (r == 0) continue;
+            if (best < 0 || r > rank_of(static_cast<std::size_t>(best)) ||
+                (r == rank_of(static_cast<std::size_t>(best)) &&
+                 shared_.since[s] < shared_.since[static_cast<std::size_t>(best)]))
+                best = static_cast<int>(s);
+        }
+        if (best >= 0) {
+            const auto b = static_cast<std::size_t>(best);
+            p.task = shared_.current[b];
+            p.running = shared_.running[b] != 0;
+            p.task_s = std::chrono::duration<double>(now - shared_.since[b]).count();
+        }
+        return p;
+    }
     const cpu::MlpTrainer* trainer() const { return trainer_.get(); }
 
 private:
@@ -213,6 +270,9 @@ private:
             const auto& t = plan_.tasks[static_cast<std::size_t>(i)];
             {
                 std::unique_lock lock(shared_.mu);
+                shared_.current[static_cast<std::size_t>(stream)] = i;
+                shared_.running[static_cast<std::size_t>(stream)] = 0;
+                shared_.since[static_cast<std::size_t>(stream)] = Clock::now();
                 shared_.cv.wait(lock, [&] {
                     if (shared_.error) return true;
                     for (auto d : plan_.deps_of(t))
@@ -221,7 +281,10 @@ private:
                 });
                 if (shared_.error) throw std::runtime_error("another stream failed");
                 t0 = shared_.t0;
+                shared_.running[static_cast<std::size_t>(stream)] = 1;
+                shared_.since[static_cast<std::size_t>(stream)] = Clock::now();
             }
+            if (stream == compute_stream_ && i == by_stream_[static_cast<std::size_t>(stream)].front()) inject(step);
             const auto start = Clock::now();
             run_task(t, stream);
             const auto end = Clock::now();
@@ -232,15 +295,56 @@ private:
                 std::lock_guard lock(shared_.mu);
                 shared_.done_step[static_cast<std::size_t>(i)] = step;
                 ++shared_.done_in_step;
+                ++shared_.progress;
+                shared_.current[static_cast<std::size_t>(stream)] = -1;
+                shared_.running[static_cast<std::size_t>(stream)] = 0;
             }
             shared_.cv.notify_all();
         }
+    }
+
+    // DTSIM_FAULT_INJECT (tests only): this rank exits, dies or hangs at the start of a step.
+    void inject(int step) const {
+        if (inject_.kind == FaultInjection::Kind::none || inject_.rank != rank_ || inject_.step != step) return;
+        static constexpr const char* kinds[] = {"none", "exit", "kill", "hang"};
+        std::fprintf(stderr, "dtsim: fault injection (DTSIM_FAULT_INJECT): rank %d: %s at step %d\n", rank_,
+                     kinds[static_cast<int>(inject_.kind)], step);
+        std::fflush(stderr);
+        if (inject_.kind == FaultInjection::Kind::exit) std::_Exit(3);
+        if (inject_.kind == FaultInjection::Kind::kill) std::raise(SIGKILL);
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+
+    // The step's lightweight end check: every rank's timings of it to rank 0.
+    void gather_step(int step) {
+        const std::size_t n = plan_.tasks.size();
+        const auto& row = timings_[static_cast<std::size_t>(step)];
+        std::vector<std::int64_t> mine;
+        mine.reserve(n * 2);
+        for (const auto& t : row) {
+            mine.push_back(t.start_ns);
+            mine.push_back(t.end_ns);
+        }
+        std::vector<std::int64_t> all(rank_ == 0 ? mine.size() * static_cast<std::size_t>(world_) : 0);
+        MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
+                   MPI_INT64_T, 0, MPI_COMM_WORLD);
+        std::vector<std::vector<TaskTiming>> rows;
+        if (rank_ != 0) {
+            rows.push_back(row);
+        } else {
+            rows.resize(static_cast<std::size_t>(world_), std::vector<TaskTiming>(n));
+            for (std::size_t q = 0; q < rows.size(); ++q)
+                for (std::size_t i = 0; i < n; ++i) rows[q][i] = {all[(q * n + i) * 2], all[(q * n + i) * 2 + 1]};
+        }
+        std::lock_guard lock(gathered_mu_);
+        gathered_.push_back(std::move(rows));
     }
 
     void run_task(const sim::Task& t, int stream) {
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
         const MPI_Comm comm = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : MPI_COMM_NULL;
         if (trainer_) {
+            if (trainer_->run_sharded(t, comm)) return;
             if (t.kind == TaskKind::compute && t.layer >= 0) {
                 if (t.phase == Phase::backward)
                     trainer_->backward(t.micro_step, t.layer);
@@ -262,12 +366,16 @@ private:
     const models::Workload& w_;
     const ExecOptions& options_;
     Comms comms_;
-    Shared shared_;
+    int rank_ = 0, world_ = 1;
+    FaultInjection inject_;
+    mutable Shared shared_;
+    mutable std::mutex gathered_mu_;
+    std::vector<std::vector<std::vector<TaskTiming>>> gathered_;
     int compute_stream_ = 0;
     bool has_gradient_copy_ = false;
     std::vector<std::vector<int>> by_stream_;
     std::vector<cpu::Scratch> scratch_;
-    std::vector<std::vector<TaskTiming>> timings_;  // [step][task], this rank
+    std::vector<std::vector<TaskTiming>> timings_;  // [step][task], this rank (read by gather_step)
     std::unique_ptr<cpu::MlpTrainer> trainer_;
 };
 
@@ -276,6 +384,17 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const std::size_t n = v.size();
     return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Per step: the latest task end over the ranks in r.timings.
+void fill_step_times(ExecResult& r) {
+    r.step_time_s.assign(r.timings.size(), 0.0);
+    for (std::size_t s = 0; s < r.timings.size(); ++s) {
+        std::int64_t end = 0;
+        for (const auto& row : r.timings[s])
+            for (const auto& t : row) end = std::max(end, t.end_ns);
+        r.step_time_s[s] = static_cast<double>(end) * 1e-9;
+    }
 }
 
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
@@ -363,6 +482,9 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             config.topology.world_size()));
     if (options.steps < 1) throw ConfigError(fmt::format("steps must be at least 1, not {}.", options.steps));
     if (options.mode == Mode::train) check_train(plan, workload, config);
+    if (options.fault_timeout_s < 0)
+        throw ConfigError(fmt::format("the fault timeout must be >= 0 s (0: none), not {}.", options.fault_timeout_s));
+    const FaultInjection inject = fault_injection_from_env();
     openblas_set_num_threads(1);
 
     ExecResult r;
@@ -371,42 +493,50 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
     r.world_size = world;
     r.steps = options.steps;
     {
-        Runner runner(plan, workload, config, options, rank, world);
-        runner.run(r.loss, world);
-        // Gather every rank's timings on rank 0: [step][task] start, end.
-        const std::size_t n = plan.tasks.size();
-        std::vector<std::int64_t> mine;
-        mine.reserve(static_cast<std::size_t>(options.steps) * n * 2);
-        for (const auto& step : runner.timings())
-            for (const auto& t : step) {
-                mine.push_back(t.start_ns);
-                mine.push_back(t.end_ns);
-            }
-        std::vector<std::int64_t> all(rank == 0 ? mine.size() * static_cast<std::size_t>(world) : 0);
-        MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
-                   MPI_INT64_T, 0, MPI_COMM_WORLD);
-        const int shown = rank == 0 ? world : 1;
-        const auto& src = rank == 0 ? all : mine;
-        r.timings.assign(static_cast<std::size_t>(options.steps),
-                         std::vector<std::vector<TaskTiming>>(static_cast<std::size_t>(shown)));
-        for (int q = 0; q < shown; ++q)
-            for (int s = 0; s < options.steps; ++s) {
-                auto& row = r.timings[static_cast<std::size_t>(s)][static_cast<std::size_t>(q)];
-                row.resize(n);
-                const std::size_t base = (static_cast<std::size_t>(q) * static_cast<std::size_t>(options.steps) +
-                                          static_cast<std::size_t>(s)) *
-                                         n * 2;
-                for (std::size_t i = 0; i < n; ++i) row[i] = {src[base + 2 * i], src[base + 2 * i + 1]};
-            }
-        r.step_time_s.assign(static_cast<std::size_t>(options.steps), 0.0);
-        for (int s = 0; s < options.steps; ++s) {
-            std::int64_t end = 0;
-            for (const auto& row : r.timings[static_cast<std::size_t>(s)])
-                for (const auto& t : row) end = std::max(end, t.end_ns);
-            r.step_time_s[static_cast<std::size_t>(s)] = static_cast<double>(end) * 1e-9;
+        Runner runner(plan, workload, config, options, rank, world, inject);
+        std::optional<Watchdog> watchdog;
+        if (options.fault_timeout_s > 0) {
+            Watchdog::Hooks hooks;
+            hooks.progress = [&runner] { return runner.progress(); };
+            hooks.describe = [&](int task) {
+                const auto& t = plan.tasks[static_cast<std::size_t>(task)];
+                std::string name = sim::task_name(plan, workload, t);
+                if (t.kind == TaskKind::collective) {
+                    const std::string_view kind = calib::to_string(t.collective);
+                    name += fmt::format(", {} {} over {} ranks", kind.front() == 'a' ? "an" : "a", kind,
+                                        plan.groups[static_cast<std::size_t>(t.group)].size);
+                }
+                return name;
+            };
+            hooks.is_collective = [&](int task) {
+                return plan.tasks[static_cast<std::size_t>(task)].kind == TaskKind::collective;
+            };
+            hooks.on_fault = [&]() -> std::string {
+                if (!options.write_partial_trace) return {};
+                ExecResult partial;
+                partial.mode = options.mode;
+                partial.world_size = world;
+                partial.timings = runner.gathered();
+                partial.steps = static_cast<int>(partial.timings.size());
+                fill_step_times(partial);
+                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config);
+                tl.title +=
+                    fmt::format(" - partial: {} of {} step(s) completed before a fault", partial.steps, options.steps);
+                try {
+                    options.write_partial_trace(tl);
+                } catch (const std::exception& e) {
+                    return fmt::format("could not write the partial trace: {}", e.what());
+                }
+                return fmt::format("kept the trace of the {} step(s) every rank completed", partial.steps);
+            };
+            watchdog.emplace(options.fault_timeout_s, rank, world, std::move(hooks));
         }
+        runner.run(r.loss, world);
+        r.timings = runner.gathered();
+        fill_step_times(r);
         MPI_Bcast(r.step_time_s.data(), options.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        if (runner.trainer()) r.parameters = runner.trainer()->parameters();
+        if (watchdog) watchdog->finish();
+        if (runner.trainer()) r.parameters = runner.trainer()->full_parameters();
     }
     std::vector<double> steady(r.step_time_s.begin() + (options.steps > 1 ? 1 : 0), r.step_time_s.end());
     r.median_step_time_s = median(steady);

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,15 @@ class MlpTrainer {
 public:
     MlpTrainer(const models::Workload& w, const sim::Config& config, const ExecOptions& options, int rank, int world,
                std::size_t buckets);
+    // Train mode for the sharded strategies (FSDP, DeepSpeed ZeRO 1/2/3; DDP
+    // works too, as above): parameters, gradients and optimizer state sharded
+    // as `plan` says; its all-gathers, reduce-scatters and allreduces move the
+    // real shards (mlp_sharded.cpp). Collective: every rank constructs it.
+    MlpTrainer(const sim::Plan& plan, const models::Workload& w, const sim::Config& config, const ExecOptions& options,
+               int rank, int world);
+    ~MlpTrainer();
+    MlpTrainer(const MlpTrainer&) = delete;
+    MlpTrainer& operator=(const MlpTrainer&) = delete;
 
     void forward(int micro_step, int layer);
     void backward(int micro_step, int layer);
@@ -50,6 +60,15 @@ public:
     // This rank's loss of the step (mean of its micro-steps), then reset.
     double take_loss();
     const std::vector<std::vector<float>>& parameters() const { return params_; }
+    // Sharded strategies: runs `t` (the plan's task) on the real shards and
+    // returns true; false when this trainer is DDP's or `t` is not its work
+    // (replay it). `comm`: the task's group communicator (collectives only).
+    bool run_sharded(const sim::Task& t, MPI_Comm comm);
+    // The full parameters, identical on every rank. Collective on
+    // MPI_COMM_WORLD for sharded strategies (their shards are all-gathered);
+    // call it on every rank, with no other task running.
+    std::vector<std::vector<float>> full_parameters() const;
+    struct Sharding;  // opaque: mlp_sharding.hpp
 
 private:
     MlpShape shape_;
@@ -65,6 +84,15 @@ private:
     std::vector<float> grad_tmp_;
     std::vector<std::vector<float>> bucket_data_;  // reduced buckets awaiting copy_buckets_back
     double loss_ = 0;
+    // Sharded strategies' state; null under DDP.
+    std::unique_ptr<Sharding> sharding_;
+    void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
+    void sharded_step();
 };
+
+// Train mode's preconditions for FSDP and DeepSpeed ZeRO: throws ConfigError
+// naming the strategy or knob that train mode cannot run (offload, hybrid
+// sharding, mixed precision, per-owner reduces, ...).
+void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config);
 
 }  // namespace dtsim::executor::cpu

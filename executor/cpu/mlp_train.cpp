@@ -4,6 +4,7 @@
 // fixed synthetic targets. Each micro-step's loss is divided by grad_accum and
 // DDP averages over ranks, so the reduced gradient is the global batch's.
 #include "cpu_backend.hpp"
+#include "mlp_sharding.hpp"
 
 #include "dtsim/common/error.hpp"
 
@@ -142,6 +143,11 @@ void MlpTrainer::forward(int micro_step, int layer) {
 }
 
 void MlpTrainer::backward(int micro_step, int layer) {
+    backward_into(micro_step, layer, grads_);
+}
+
+// Accumulates the layer's parameter gradients into `grads` (by parameter index).
+void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads) {
     const std::int64_t b = micro_batch_, W = shape_.width;
     const auto n = static_cast<std::size_t>(b * W);
     if (layer == shape_.layers) {  // d(loss / accum) / d(prediction)
@@ -155,8 +161,8 @@ void MlpTrainer::backward(int micro_step, int layer) {
     if (layer + 1 < shape_.layers)
         for (std::size_t i = 0; i < n; ++i)
             if (acts_[li + 1][i] <= 0.0f) grad_out_[i] = 0.0f;
-    auto& dw = grads_[2 * li];
-    auto& db = grads_[2 * li + 1];
+    auto& dw = grads[2 * li];
+    auto& db = grads[2 * li + 1];
     const auto bi = static_cast<blasint>(b), wi = static_cast<blasint>(W);
     // dW[out, in] += dY^T[out, b] X[b, in]; db += column sums of dY.
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wi, wi, bi, 1.0f, grad_out_.data(), wi, acts_[li].data(), wi,

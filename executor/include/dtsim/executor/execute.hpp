@@ -6,6 +6,19 @@
 // execute() is collective: every rank of MPI_COMM_WORLD calls it with the same
 // Plan, Workload, Config and options. MPI must be initialised with
 // MPI_THREAD_MULTIPLE (ensure_mpi() does that when the caller has not).
+//
+// Faults: with fault_timeout_s > 0 a watchdog thread per rank exchanges
+// heartbeats with the others; when no rank has made progress (ended a task or
+// started a step) for fault_timeout_s, every rank prints a line to stderr,
+//   dtsim: error: rank R: no progress on any rank for N s in step S (waiting on
+//   task T: <name>, a <collective> over <n> ranks); rank(s) X did not reach it; ...
+// rank 0 hands the steps completed so far to write_partial_trace, and the job
+// stops with MPI_Abort (exit status 4). A rank that dies makes mpirun stop the
+// others with SIGTERM; the watchdog catches it, prints the same kind of line
+// and has rank 0 write the partial trace before dying of the signal.
+// Test hook: DTSIM_FAULT_INJECT="rank=R,step=S,kind=exit|kill|hang" makes rank R
+// exit (status 3), die of SIGKILL, or hang inside its first compute task at the
+// start of step S (tests only; a malformed value is a ConfigError).
 #pragma once
 
 #include "dtsim/models/workload.hpp"
@@ -14,6 +27,7 @@
 #include "dtsim/sim/timeline.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +37,8 @@ namespace dtsim::executor {
 enum class Mode : std::uint8_t {
     // Every model: each task's work at its shapes on scratch buffers.
     replay,
-    // MLP models under DDP only: real tensors, real gradients, real optimizer.
+    // MLP models in fp32 under DDP, FSDP (not hybrid) and ZeRO 1/2/3 without offload:
+    // real tensors, real (sharded) gradients and optimizer state, real collectives.
     train,
 };
 std::string_view to_string(Mode m);
@@ -35,6 +50,11 @@ struct ExecOptions {
     double learning_rate = 1e-2;  // train mode: SGD and Adam (betas 0.9, 0.999, eps 1e-8)
     std::uint64_t seed = 1;       // train mode: initial parameters and the synthetic batch
     std::string scratch_dir;      // I/O tasks write and read files here; empty: the system temp dir
+    // Stop the job when no rank makes progress for this long (seconds); 0: no watchdog.
+    double fault_timeout_s = 30;
+    // Rank 0, on a fault: the measured timeline of the steps every rank completed
+    // (called from the watchdog thread just before the job stops).
+    std::function<void(const sim::Timeline&)> write_partial_trace;
 };
 
 struct TaskTiming {

@@ -1,0 +1,470 @@
+// Train mode for the sharded strategies: the MLP of mlp_train.cpp under FSDP
+// (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD) and DeepSpeed ZeRO stages 1-3, fp32.
+// Each rank keeps only its shards of the parameters, of the averaged
+// gradients and of the optimizer state; the plan's collectives move the real
+// data:
+//   - all-gather: the shards of an FSDP unit's flat parameter, of a ZeRO-3
+//     layer's (or the persistent) tensors, or ZeRO 1/2's whole flat partition
+//     after the step, assembled into the full parameters the layers compute with;
+//   - reduce-scatter (FSDP, ZeRO-3): the padded flat gradient summed, each rank
+//     receiving its shard, divided by the world size;
+//   - allreduce (ZeRO 1/2 buckets, FSDP NO_SHARD units): summed, divided, then
+//     the rank's slice kept.
+// The optimizer steps the shards only; afterwards the full parameters are
+// poisoned (NaN) until an all-gather refreshes them, so a missing or misrouted
+// all-gather shows. Every collective's bytes must equal the real buffer's.
+#include "cpu_backend.hpp"
+#include "mlp_sharding.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dtsim::executor::cpu {
+namespace {
+
+using sim::CollectiveKind;
+using sim::Phase;
+using sim::TaskKind;
+using Sharding = MlpTrainer::Sharding;
+
+sim::Knobs knobs_of(const sim::Config& config) {
+    const auto& entry = sim::strategies().find(config.strategy);
+    return sim::Knobs(entry.name, entry.value.knobs, config.knobs);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+    return (a + b - 1) / b;
+}
+
+// FSDP's units as sim/strategies/fsdp.cpp wraps them: unit 0 is the root.
+std::vector<int> fsdp_units(const models::Workload& w, const sim::Knobs& k, int& count) {
+    const std::size_t n = w.layers.size();
+    std::vector<int> unit_of(n, 0);
+    count = 1;
+    if (k.text("auto_wrap_policy") == "transformer") {
+        std::vector<int> unit_of_block;
+        for (std::size_t l = 0; l < n; ++l) {
+            const int block = w.layers[l].block;
+            if (block < 0) continue;
+            const auto b = static_cast<std::size_t>(block);
+            if (b >= unit_of_block.size()) unit_of_block.resize(b + 1, -1);
+            if (unit_of_block[b] < 0) unit_of_block[b] = count++;
+            unit_of[l] = unit_of_block[b];
+        }
+    } else {
+        const double min_params = k.number("min_num_params");
+        std::size_t start = 0;
+        std::int64_t sum = 0;
+        for (std::size_t l = 0; l < n; ++l) {
+            sum += w.layers[l].param_count();
+            if (static_cast<double>(sum) < min_params) continue;
+            for (std::size_t i = start; i <= l; ++i) unit_of[i] = count;
+            ++count;
+            start = l + 1;
+            sum = 0;
+        }
+    }
+    return unit_of;
+}
+
+// Calls fn(parameter, first element, flat position, count) for the parameter
+// pieces of the group's flat range [begin, begin + count), clipped to numel.
+template <class Fn>
+void for_each_piece(const Sharding::Group& g, std::int64_t begin, std::int64_t count, Fn&& fn) {
+    const std::int64_t end = std::min(begin + count, g.numel);
+    for (std::size_t i = 0; i < g.params.size() && begin < end; ++i) {
+        const std::int64_t lo = g.offsets[i];
+        const std::int64_t hi = i + 1 < g.params.size() ? g.offsets[i + 1] : g.numel;
+        if (hi <= begin) continue;
+        const std::int64_t piece = std::min(hi, end) - begin;
+        fn(g.params[i], begin - lo, begin, piece);
+        begin += piece;
+    }
+}
+
+std::int64_t total_bytes(const Sharding& s, const std::vector<int>& groups) {
+    std::int64_t b = 0;
+    for (int g : groups) {
+        const auto& gr = s.groups[static_cast<std::size_t>(g)];
+        b += 4 * gr.shard * gr.n;
+    }
+    return b;
+}
+
+int comm_size(MPI_Comm comm) {
+    int n = 0;
+    MPI_Comm_size(comm, &n);
+    return n;
+}
+
+// All-gathers the groups' shards into `out` (full parameters by index).
+void gather_groups(const Sharding& s, const std::vector<int>& groups, MPI_Comm comm,
+                   std::vector<std::vector<float>>& out) {
+    if (groups.empty()) return;
+    const int n = s.groups[static_cast<std::size_t>(groups.front())].n;
+    DTSIM_ASSERT(comm_size(comm) == n, "the all-gather's group is the shard group");
+    std::int64_t count = 0;
+    for (int g : groups) {
+        DTSIM_ASSERT(s.groups[static_cast<std::size_t>(g)].n == n, "one all-gather, one shard group");
+        count += s.groups[static_cast<std::size_t>(g)].shard;
+    }
+    std::vector<float> send, recv(static_cast<std::size_t>(count * n));
+    send.reserve(static_cast<std::size_t>(count));
+    for (int g : groups) {
+        const auto& p = s.groups[static_cast<std::size_t>(g)].param;
+        send.insert(send.end(), p.begin(), p.end());
+    }
+    MPI_Allgather(send.data(), static_cast<int>(count), MPI_FLOAT, recv.data(), static_cast<int>(count), MPI_FLOAT,
+                  comm);
+    std::size_t at = 0;
+    for (int r = 0; r < n; ++r)
+        for (int g : groups) {
+            const auto& gr = s.groups[static_cast<std::size_t>(g)];
+            for_each_piece(
+                gr, r * gr.shard, gr.shard, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
+                    std::copy_n(
+                        recv.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(flat - r * gr.shard)),
+                        k, out[static_cast<std::size_t>(p)].begin() + first);
+                });
+            at += static_cast<std::size_t>(gr.shard);
+        }
+}
+
+}  // namespace
+
+void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config) {
+    (void)mlp_shape(w);
+    const auto fail = [](const std::string& what) {
+        return ConfigError(fmt::format("train mode cannot run {}; use --mode replay for it.", what));
+    };
+    if (config.strategy != "fsdp" && config.strategy != "deepspeed")
+        throw ConfigError(fmt::format(
+            "train mode runs the ddp, fsdp and deepspeed strategies only, not '{}'; use --mode replay for it.",
+            config.strategy));
+    if (config.precision != sim::Precision::fp32)
+        throw fail(fmt::format("--precision {} (mixed precision; train mode runs fp32 only)",
+                               sim::to_string(config.precision)));
+    if (config.activation_checkpointing) throw fail("activation checkpointing");
+    const sim::Knobs k = knobs_of(config);
+    if (config.strategy == "fsdp") {
+        const std::string& s = k.text("sharding_strategy");
+        if (s != "FULL_SHARD" && s != "SHARD_GRAD_OP" && s != "NO_SHARD")
+            throw fail(fmt::format("fsdp sharding_strategy={} (hybrid sharding)", s));
+        if (k.boolean("cpu_offload")) throw fail("fsdp cpu_offload=true (offload)");
+        for (const char* name : {"param_dtype", "reduce_dtype"})
+            if (k.text(name) != "auto" && k.text(name) != "fp32")
+                throw fail(fmt::format("fsdp {}={} (mixed precision)", name, k.text(name)));
+    } else {
+        for (const char* name : {"offload_optimizer", "offload_param"})
+            if (k.text(name) != "none") throw fail(fmt::format("deepspeed {}={} (offload)", name, k.text(name)));
+        if (k.number("stage") < 3 && k.boolean("reduce_scatter") && !k.boolean("use_multi_rank_bucket_allreduce"))
+            throw fail("deepspeed use_multi_rank_bucket_allreduce=false (one reduce per owning rank)");
+    }
+    for (const auto& t : plan.tasks) {
+        if (t.kind == TaskKind::copy || t.kind == TaskKind::io) throw fail("copy or I/O tasks (offload)");
+        if (t.kind == TaskKind::host_compute && (t.elements > 0 || t.fixed_ns == 0))
+            throw fail("a host optimizer (offload)");
+        if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
+            t.phase != Phase::gradient_copy)
+            throw fail(fmt::format("{} passes", sim::to_string(t.phase)));
+        if (t.kind == TaskKind::compute && t.phase == Phase::recompute) throw fail("recompute passes");
+        if (t.kind == TaskKind::collective && t.collective != CollectiveKind::allgather &&
+            t.collective != CollectiveKind::reduce_scatter && t.collective != CollectiveKind::allreduce)
+            throw fail(fmt::format("{} collectives", calib::to_string(t.collective)));
+    }
+}
+
+MlpTrainer::~MlpTrainer() = default;
+
+MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
+                       const ExecOptions& options, int rank, int world)
+    : MlpTrainer(w, config, options, rank, world, plan.buckets.size()) {
+    if (config.strategy == "ddp") return;
+    check_sharded_train(plan, w, config);
+    const sim::Knobs k = knobs_of(config);
+    auto s = std::make_unique<Sharding>();
+    const int params = static_cast<int>(params_.size());
+    const int micro_steps = config.grad_accum;
+    const int last = micro_steps - 1;
+    const bool fsdp = config.strategy == "fsdp";
+    const int stage = fsdp ? 0 : static_cast<int>(std::lround(k.number("stage")));
+
+    // ---- shard groups
+    std::vector<int> fsdp_unit_of;
+    auto add_group = [&](std::vector<int> members, int n) {
+        Sharding::Group g;
+        g.params = std::move(members);
+        g.n = n;
+        g.index = n == 1 ? 0 : rank;
+        for (int p : g.params) {
+            g.offsets.push_back(g.numel);
+            g.numel += static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+        }
+        g.shard = ceil_div(g.numel, n);
+        s->groups.push_back(std::move(g));
+    };
+    if (fsdp) {
+        int units = 0;
+        fsdp_unit_of = fsdp_units(w, k, units);
+        const bool shard = k.text("sharding_strategy") != "NO_SHARD" && world > 1;
+        std::vector<std::vector<int>> members(static_cast<std::size_t>(units));
+        for (std::size_t l = 0; l < w.layers.size(); ++l)
+            for (const auto& p : w.layers[l].params)
+                members[static_cast<std::size_t>(fsdp_unit_of[l])].push_back(p.index);
+        for (auto& m : members) add_group(std::move(m), shard ? world : 1);
+    } else if (stage < 3) {
+        std::vector<int> all(static_cast<std::size_t>(params));
+        for (int p = 0; p < params; ++p) all[static_cast<std::size_t>(p)] = p;
+        add_group(std::move(all), world);
+    } else {
+        for (int p = 0; p < params; ++p) add_group({p}, world);
+    }
+    s->loc.resize(static_cast<std::size_t>(params));
+    for (std::size_t g = 0; g < s->groups.size(); ++g) {
+        auto& gr = s->groups[g];
+        for (std::size_t i = 0; i < gr.params.size(); ++i)
+            s->loc[static_cast<std::size_t>(gr.params[i])] = {static_cast<int>(g), gr.offsets[i]};
+        const auto shard = static_cast<std::size_t>(gr.shard);
+        gr.param.assign(shard, 0.0f);
+        gr.grad.assign(shard, 0.0f);
+        if (adam_) {
+            gr.m.assign(shard, 0.0f);
+            gr.v.assign(shard, 0.0f);
+        }
+        for_each_piece(gr, gr.index * gr.shard, gr.shard,
+                       [&](int p, std::int64_t first, std::int64_t flat, std::int64_t count) {
+                           std::copy_n(params_[static_cast<std::size_t>(p)].begin() + first, count,
+                                       gr.param.begin() + (flat - gr.index * gr.shard));
+                       });
+    }
+    s->slots.assign(static_cast<std::size_t>(micro_steps), grads_);
+
+    // ---- what each task does
+    const auto& tasks = plan.tasks;
+    s->tasks = tasks.data();
+    s->actions.resize(tasks.size());
+    // ZeRO-3: the layer whose forward or backward waits for each all-gather.
+    std::vector<int> gather_layer(tasks.size(), -1);
+    for (const auto& t : tasks)
+        if (!fsdp && stage == 3 && t.kind == TaskKind::compute && t.layer >= 0)
+            for (auto d : plan.deps_of(t)) {
+                const auto& dt = tasks[static_cast<std::size_t>(d)];
+                if (dt.kind != TaskKind::collective || dt.collective != CollectiveKind::allgather) continue;
+                auto& gl = gather_layer[static_cast<std::size_t>(d)];
+                DTSIM_ASSERT(gl < 0 || gl == t.layer, "an all-gather feeds one layer");
+                gl = t.layer;
+            }
+    const std::int64_t persistence =
+        !fsdp && stage == 3 ? std::llround(k.number("stage3_param_persistence_threshold")) : 0;
+    auto bucket_params = [&](const sim::Task& t) -> const std::vector<int>& {
+        DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(plan.buckets.size()), "a reduction names its bucket");
+        return plan.buckets[static_cast<std::size_t>(t.bucket)].params;
+    };
+    bool optimizer_seen = false;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const auto& t = tasks[i];
+        auto& a = s->actions[i];
+        if (t.kind == TaskKind::compute) {
+            if (t.layer >= 0)
+                a.op = t.phase == Phase::backward ? Sharding::Op::backward : Sharding::Op::forward;
+            else if (t.phase == Phase::optimizer && t.flops > 0 && !optimizer_seen) {
+                a.op = Sharding::Op::optimizer;  // the whole shard's step (ZeRO-3's later sub-groups: nothing)
+                optimizer_seen = true;
+            } else {
+                a.op = Sharding::Op::nothing;  // gradient casts and master copies: one fp32 tensor here
+            }
+            continue;
+        }
+        if (t.kind != TaskKind::collective) continue;  // ZeRO-3's host hooks replay (they spin)
+        const int group_size = plan.groups[static_cast<std::size_t>(t.group)].size;
+        if (t.collective == CollectiveKind::allgather) {
+            a.op = Sharding::Op::gather;
+            s->gathers = true;
+            if (fsdp) {
+                DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(s->groups.size()), "FSDP gathers a unit");
+                a.groups = {t.bucket};
+            } else if (stage < 3) {
+                a.groups = {0};
+            } else {
+                const int l = gather_layer[i];
+                for (int p = 0; p < params; ++p) {
+                    const auto numel = static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+                    const bool persistent = numel <= persistence;
+                    const bool of_layer = l < 0 || p / 2 == l;
+                    if ((l < 0) == persistent && of_layer) a.groups.push_back(p);
+                }
+            }
+        } else {
+            a.op =
+                t.collective == CollectiveKind::reduce_scatter ? Sharding::Op::reduce_scatter : Sharding::Op::allreduce;
+            s->reductions = true;
+            if (t.micro_step < last) s->every_micro_step = true;
+            if (fsdp) {
+                DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(s->groups.size()), "FSDP reduces a unit");
+                if (a.op == Sharding::Op::reduce_scatter)
+                    a.groups = {t.bucket};
+                else
+                    a.params = s->groups[static_cast<std::size_t>(t.bucket)].params;
+            } else if (a.op == Sharding::Op::reduce_scatter) {
+                DTSIM_ASSERT(stage == 3, "ZeRO 1/2 reduce buckets by allreduce");
+                for (int p : bucket_params(t)) a.groups.push_back(s->loc[static_cast<std::size_t>(p)].group);
+            } else {
+                DTSIM_ASSERT(stage < 3, "ZeRO-3 reduce-scatters its buckets");
+                a.params = bucket_params(t);
+            }
+        }
+        // The executor and the simulator must agree on what moves.
+        std::int64_t bytes = 0;
+        int n = group_size;
+        if (!a.groups.empty()) {
+            bytes = total_bytes(*s, a.groups);
+            n = s->groups[static_cast<std::size_t>(a.groups.front())].n;
+        } else {
+            for (int p : a.params) bytes += 4 * static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+            n = world;
+        }
+        DTSIM_ASSERT(bytes == t.bytes, fmt::format("task {} ({} of {} bytes in the plan) moves {} real bytes", i,
+                                                   calib::to_string(t.collective), t.bytes, bytes));
+        DTSIM_ASSERT(n == group_size, fmt::format("task {} runs over {} ranks, the shards over {}", i, group_size, n));
+    }
+    DTSIM_ASSERT(optimizer_seen, "the plan steps the optimizer");
+    if (!s->gathers)
+        for (const auto& g : s->groups) DTSIM_ASSERT(g.n == 1, "sharded parameters are all-gathered");
+    sharding_ = std::move(s);
+}
+
+bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
+    if (!sharding_) return false;
+    Sharding& s = *sharding_;
+    const std::ptrdiff_t i = &t - s.tasks;
+    DTSIM_ASSERT(i >= 0 && i < static_cast<std::ptrdiff_t>(s.actions.size()), "the task is the plan's");
+    const Sharding::Action& a = s.actions[static_cast<std::size_t>(i)];
+    const auto m = static_cast<std::size_t>(t.micro_step);
+    // The gradient a reduction at micro-step m sends: that micro-step's, or the
+    // sum of all so far when only the last micro-step reduces (no_sync, stage 1).
+    const std::size_t from = s.every_micro_step ? m : 0;
+    auto grad_at = [&](int p, std::int64_t e) {
+        float g = 0;
+        for (std::size_t j = from; j <= m; ++j)
+            g += s.slots[j][static_cast<std::size_t>(p)][static_cast<std::size_t>(e)];
+        return g;
+    };
+    const float inv = 1.0f / static_cast<float>(world_);
+    switch (a.op) {
+        case Sharding::Op::replay: return false;
+        case Sharding::Op::nothing: return true;
+        case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
+        case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
+        case Sharding::Op::optimizer: sharded_step(); return true;
+        case Sharding::Op::gather: gather_groups(s, a.groups, comm, params_); return true;
+        case Sharding::Op::reduce_scatter: {
+            const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
+            DTSIM_ASSERT(comm_size(comm) == n, "the reduce-scatter's group is the shard group");
+            std::int64_t count = 0;
+            for (int g : a.groups) count += s.groups[static_cast<std::size_t>(g)].shard;
+            std::vector<float> send(static_cast<std::size_t>(count * n), 0.0f), recv(static_cast<std::size_t>(count));
+            std::size_t at = 0;
+            for (int r = 0; r < n; ++r)
+                for (int g : a.groups) {
+                    const auto& gr = s.groups[static_cast<std::size_t>(g)];
+                    for_each_piece(
+                        gr, r * gr.shard, gr.shard, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
+                            for (std::int64_t e = 0; e < k; ++e)
+                                send[at + static_cast<std::size_t>(flat - r * gr.shard + e)] = grad_at(p, first + e);
+                        });
+                    at += static_cast<std::size_t>(gr.shard);
+                }
+            MPI_Reduce_scatter_block(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+            at = 0;
+            for (int g : a.groups) {
+                auto& gr = s.groups[static_cast<std::size_t>(g)];
+                for (std::size_t e = 0; e < gr.grad.size(); ++e) gr.grad[e] += recv[at + e] * inv;
+                at += gr.grad.size();
+            }
+            return true;
+        }
+        case Sharding::Op::allreduce: {
+            std::vector<float> flat;
+            for (int p : a.params)
+                for (std::int64_t e = 0; e < static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+                     ++e)
+                    flat.push_back(grad_at(p, e));
+            MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, comm);
+            std::size_t at = 0;
+            for (int p : a.params) {
+                const auto& l = s.loc[static_cast<std::size_t>(p)];
+                auto& gr = s.groups[static_cast<std::size_t>(l.group)];
+                const std::int64_t lo = gr.index * gr.shard,
+                                   numel = static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+                for (std::int64_t e = 0; e < numel; ++e) {
+                    const std::int64_t f = l.offset + e;
+                    if (f >= lo && f < lo + gr.shard)
+                        gr.grad[static_cast<std::size_t>(f - lo)] += flat[at + static_cast<std::size_t>(e)] * inv;
+                }
+                at += static_cast<std::size_t>(numel);
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
+void MlpTrainer::sharded_step() {
+    Sharding& s = *sharding_;
+    if (!s.reductions)  // one rank: nothing reduced, every gradient is this rank's
+        for (auto& gr : s.groups)
+            for_each_piece(gr, 0, gr.numel, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
+                for (const auto& slot : s.slots)
+                    for (std::int64_t e = 0; e < k; ++e)
+                        gr.grad[static_cast<std::size_t>(flat + e)] +=
+                            slot[static_cast<std::size_t>(p)][static_cast<std::size_t>(first + e)];
+            });
+    const auto lr = static_cast<float>(lr_);
+    if (adam_) ++adam_t_;
+    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    const auto c1 = static_cast<float>(1.0 - std::pow(0.9, static_cast<double>(adam_t_)));
+    const auto c2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(adam_t_)));
+    for (auto& gr : s.groups) {
+        for (std::size_t i = 0; i < gr.param.size(); ++i) {
+            const float g = gr.grad[i];
+            if (!adam_) {
+                gr.param[i] -= lr * g;
+                continue;
+            }
+            float& mm = gr.m[i];
+            float& vv = gr.v[i];
+            mm = b1 * mm + (1 - b1) * g;
+            vv = b2 * vv + (1 - b2) * g * g;
+            gr.param[i] -= lr * (mm / c1) / (std::sqrt(vv / c2) + eps);
+        }
+        std::fill(gr.grad.begin(), gr.grad.end(), 0.0f);
+    }
+    for (auto& slot : s.slots)
+        for (auto& g : slot) std::fill(g.begin(), g.end(), 0.0f);
+    if (s.gathers) {
+        // Stale until all-gathered again.
+        for (auto& p : params_) std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
+    } else {
+        for (const auto& gr : s.groups)
+            for_each_piece(gr, 0, gr.numel, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
+                std::copy_n(gr.param.begin() + flat, k, params_[static_cast<std::size_t>(p)].begin() + first);
+            });
+    }
+}
+
+std::vector<std::vector<float>> MlpTrainer::full_parameters() const {
+    if (!sharding_ || !sharding_->gathers) return params_;
+    std::vector<std::vector<float>> out = params_;
+    std::vector<int> all(sharding_->groups.size());
+    for (std::size_t g = 0; g < all.size(); ++g) all[g] = static_cast<int>(g);
+    gather_groups(*sharding_, all, MPI_COMM_WORLD, out);
+    return out;
+}
+
+}  // namespace dtsim::executor::cpu

@@ -1,0 +1,31 @@
+// Predicted against measured: the same Plan priced by the simulator and run by
+// the executor, compared in total and per task kind.
+#pragma once
+
+#include "dtsim/executor/execute.hpp"
+#include "dtsim/sim/simulate.hpp"
+
+#include <array>
+#include <string>
+
+namespace dtsim::executor {
+
+inline constexpr std::array<sim::TaskKind, 5> kTaskKinds = {sim::TaskKind::compute, sim::TaskKind::collective,
+                                                            sim::TaskKind::copy, sim::TaskKind::host_compute,
+                                                            sim::TaskKind::io};
+
+struct Comparison {
+    double predicted_s = 0;  // the simulator's step time
+    double measured_s = 0;   // the executor's median step time after warm-up
+    // Summed task times of rank 0 (the simulator's representative rank) by
+    // kind, in kTaskKinds order; measured per task as the median over steps.
+    std::array<double, kTaskKinds.size()> predicted_kind_s{}, measured_kind_s{};
+
+    // (predicted - measured) / measured.
+    double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
+};
+
+// `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
+Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);
+
+}  // namespace dtsim::executor
