@@ -1,6 +1,7 @@
 // `dtsim calibrate`: measure this machine (CPU backend: OpenBLAS + MPI) or
 // import nccl-tests output, and write a Calibration JSON that every command
 // takes with --hardware.
+#include "all_ranks.hpp"
 #include "commands.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/models/model_registry.hpp"
@@ -244,7 +245,7 @@ void run_calibrate(const CalibrateOptions& o) {
     check_io_dir(o.io_dir);
     MpiSession mpi;
     ProgressBar bar(mpi.rank() == 0);
-    try {
+    on_all_ranks([&] {
 #ifdef DTSIM_HAVE_CUDA
         const Calibration c = o.backend == "cuda" ? measure_cuda(o, mpi, bar) : measure_cpu(o, mpi, bar);
 #else
@@ -256,14 +257,7 @@ void run_calibrate(const CalibrateOptions& o) {
                                    mpi.size() == 1 ? "" : "s"));
         }
         MPI_Barrier(MPI_COMM_WORLD);
-    } catch (const std::exception& e) {
-        // Other ranks may be waiting in a collective: stop them all rather than hang.
-        if (mpi.size() > 1) {
-            fmt::print(stderr, "dtsim: error on rank {}: {}\n", mpi.rank(), e.what());
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        throw;
-    }
+    });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `mpirun -np N dtsim execute`: run the configuration's Plan for real on the
 // CPU backend (MPI + OpenBLAS) and record when every task ran.
+#include "all_ranks.hpp"
 #include "commands.hpp"
 #include "config_options.hpp"
 #include "dtsim/common/error.hpp"
@@ -39,7 +40,7 @@ void run_execute(const ExecuteOptions& o) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    try {
+    on_all_ranks([&] {
         sim::Config config = make_config(o.config);
         config.topology = {1, size};  // the ranks mpirun started, on this machine
         if (o.steps < 1) throw ConfigError(fmt::format("--steps must be >= 1 (got {})", o.steps));
@@ -83,14 +84,7 @@ void run_execute(const ExecuteOptions& o) {
             traces::write_chrome_trace(result.timeline, o.config.trace);
             if (o.config.format == "text") fmt::print("  Measured trace written to {}\n", o.config.trace);
         }
-    } catch (const std::exception& e) {
-        // Other ranks may wait in a collective: stop them all rather than hang.
-        if (size > 1) {
-            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, e.what());
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        throw;
-    }
+    });
 }
 
 }  // namespace

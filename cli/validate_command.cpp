@@ -1,5 +1,6 @@
 // `mpirun -np N dtsim validate`: simulate and execute the same Plans, then
 // report how far each prediction was, in total and per task kind.
+#include "all_ranks.hpp"
 #include "commands.hpp"
 #include "config_options.hpp"
 #include "dtsim/common/error.hpp"
@@ -58,7 +59,7 @@ void run_validate(ValidateOptions o) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    try {
+    on_all_ranks([&] {
         if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
         const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
         ProgressBar bar(rank == 0);
@@ -125,13 +126,7 @@ void run_validate(ValidateOptions o) {
         fmt::print(
             "\n  Error = (predicted - measured) / measured; per kind, the summed task times of rank 0 "
             "(medians over steps after the first).\n");
-    } catch (const std::exception& e) {
-        if (size > 1) {
-            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, e.what());
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-        throw;
-    }
+    });
 }
 
 }  // namespace

@@ -87,15 +87,21 @@ void check_train(const sim::Plan& plan, const models::Workload& w, const sim::Co
     if (config.strategy != "ddp") return cpu::check_sharded_train(plan, w, config);
     if (config.precision != sim::Precision::fp32)
         throw ConfigError("train mode runs fp32 only; use --precision fp32 or --mode replay.");
+    bool hooked = false;
     for (const auto& [key, value] : config.knobs)
-        if (key == "comm_hook" && value != "allreduce")
-            throw ConfigError(fmt::format(
-                "train mode runs DDP's default allreduce only, not comm_hook={}; use --mode replay.", value));
+        if (key == "comm_hook" && value != "allreduce") {
+            if (value != "fp16_compress" && value != "bf16_compress" && value != "powerSGD")
+                throw ConfigError(
+                    fmt::format("train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and "
+                                "powerSGD, not comm_hook={}; use --mode replay.",
+                                value));
+            hooked = true;
+        }
     for (const auto& t : plan.tasks) {
         if (t.kind == TaskKind::collective && t.bucket >= 0 && t.collective != calib::CollectiveKind::allreduce)
             throw ConfigError("train mode needs every bucket reduced by one allreduce; use --mode replay.");
         if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
-            t.phase != Phase::gradient_copy)
+            t.phase != Phase::gradient_copy && !(hooked && t.phase == Phase::compression))
             throw ConfigError(fmt::format("train mode cannot run {} passes; use --mode replay.", to_string(t.phase)));
         if (t.kind != TaskKind::compute && t.kind != TaskKind::collective && t.kind != TaskKind::host_compute)
             throw ConfigError("train mode runs no copy or I/O tasks (offload); use --mode replay.");
@@ -143,8 +149,10 @@ public:
             by_stream_[static_cast<std::size_t>(plan.tasks[i].stream)].push_back(static_cast<int>(i));
         for (const auto& t : plan.tasks)
             if (t.phase == Phase::gradient_copy) has_gradient_copy_ = true;
-        if (options.mode == Mode::train)
+        if (options.mode == Mode::train) {
             trainer_ = std::make_unique<cpu::MlpTrainer>(plan, w, config, options, rank, world);
+            if (config.strategy == "ddp") trainer_->enable_comm_hook(plan, w, config, options.steps);
+        }
         const std::filesystem::path dir = options.scratch_dir.empty() ? std::filesystem::temp_directory_path()
                                                                       : std::filesystem::path(options.scratch_dir);
         scratch_.resize(plan.streams.size());
@@ -356,8 +364,8 @@ private:
             if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy)
                 return trainer_->copy_buckets_back(plan_.buckets);
             if (t.kind == TaskKind::collective && t.bucket >= 0)
-                return trainer_->reduce_bucket(plan_.buckets[static_cast<std::size_t>(t.bucket)], comm,
-                                               has_gradient_copy_);
+                return trainer_->reduce_bucket_task(t, plan_.buckets[static_cast<std::size_t>(t.bucket)], comm,
+                                                    has_gradient_copy_);
         }
         cpu::replay_task(plan_, w_, t, scratch, comm);
     }

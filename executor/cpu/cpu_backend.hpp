@@ -70,6 +70,16 @@ public:
     std::vector<std::vector<float>> full_parameters() const;
     struct Sharding;  // opaque: mlp_sharding.hpp
 
+    // DDP communication hooks (mlp_hooks.cpp): fp16_compress, bf16_compress
+    // and powerSGD with real math. Call once after construction (DDP); a no-op
+    // for comm_hook=allreduce. Throws ConfigError for hooks train mode cannot run.
+    void enable_comm_hook(const sim::Plan& plan, const models::Workload& w, const sim::Config& config, int steps);
+    // Runs the plan's bucket collective `t`: reduce_bucket without a hook, else
+    // the hook's part of the bucket's reduction that `t` carries (its bytes are
+    // checked against the real buffer).
+    void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, MPI_Comm comm, bool keep);
+    struct HookState;  // opaque: mlp_hooks.cpp
+
 private:
     MlpShape shape_;
     std::int64_t micro_batch_ = 0;
@@ -86,9 +96,29 @@ private:
     double loss_ = 0;
     // Sharded strategies' state; null under DDP.
     std::unique_ptr<Sharding> sharding_;
+    std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step();
 };
+
+// IEEE fp16 and bf16, round to nearest even (NaN stays NaN, overflow gives inf).
+std::uint16_t fp16_bits(float f);
+float fp16_value(std::uint16_t h);
+std::uint16_t bf16_bits(float f);
+float bf16_value(std::uint16_t h);
+float round_to_fp16(float f);
+float round_to_bf16(float f);
+
+// Tests only: when enabled, each hooked bucket reduction also allreduces the
+// exact averaged gradient g and records ||result - g||_F / ||g||_F; PowerSGD's
+// compressed steps also record ||result - M||_F / ||M||_F, M the averaged
+// compressor input (g plus the error feedback).
+struct HookDiagnostics {
+    bool enabled = false;
+    std::vector<double> relative_error;
+    std::vector<double> compression_error;
+};
+HookDiagnostics& hook_diagnostics();
 
 // Train mode's preconditions for FSDP and DeepSpeed ZeRO: throws ConfigError
 // naming the strategy or knob that train mode cannot run (offload, hybrid

@@ -1,0 +1,408 @@
+// Train mode's DDP communication hooks (strategy-semantics.md §2) with real
+// math on the real bucket gradients:
+//  - fp16_compress / bf16_compress: the bucket is rounded to half precision
+//    (IEEE fp16 or bf16, round to nearest even), divided by the world size in
+//    half, allreduced and copied back. MPI has no half type: the allreduce sums
+//    a float buffer holding the half-rounded values and rounds the sum back to
+//    half, which is exactly NCCL's half sum on 2 ranks (convert both operands
+//    to float, add, round once) and within (world - 1) / 2 half ulps of NCCL's
+//    per-hop rounding on more.
+//  - powerSGD: per gradient viewed as n x m (tensor.view(shape[0], -1)), rank
+//    r = min(n, m, matrix_approximation_rank) when (n + m) r
+//    min_compression_rate < n m; others (1-D tensors) are allreduced
+//    uncompressed. P = M Q, allreduce P, orthogonalize P (Gram-Schmidt),
+//    Q = M^T P, allreduce Q, divide by the world, M ~ P Q^T; error feedback and
+//    warm start as powerSGD_hook. Iterations before start_powerSGD_iter (the
+//    executor's step + 1 is the iteration) run the vanilla allreduce.
+// The plan's collectives of each bucket carry the bytes: every buffer sent
+// must equal its collective's bytes.
+#include "cpu_backend.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace dtsim::executor::cpu {
+
+std::uint16_t fp16_bits(float f) {
+    const auto x = std::bit_cast<std::uint32_t>(f);
+    const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+    const std::uint32_t a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN (quiet)
+    if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf
+    if (a < 0x38800000u) {                                                    // below 2^-14: subnormal or zero
+        if (a <= 0x33000000u) return sign;                                    // <= 2^-25 rounds to 0 (tie: even)
+        const std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+        const std::uint32_t shift = 126u - (a >> 23);  // value / 2^-24 = mant >> shift
+        std::uint32_t q = mant >> shift;
+        const std::uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (q & 1u))) ++q;
+        return static_cast<std::uint16_t>(sign | q);
+    }
+    std::uint32_t h = (((a >> 23) - 112u) << 10) | ((a & 0x7fffffu) >> 13);
+    const std::uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
+    return static_cast<std::uint16_t>(sign | h);
+}
+
+float fp16_value(std::uint16_t h) {
+    const std::uint32_t sign = (std::uint32_t{h} & 0x8000u) << 16;
+    const std::uint32_t e = (std::uint32_t{h} >> 10) & 0x1fu, m = std::uint32_t{h} & 0x3ffu;
+    if (e == 0) {
+        const float v = std::ldexp(static_cast<float>(m), -24);
+        return sign ? -v : v;
+    }
+    if (e == 31) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+    return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+std::uint16_t bf16_bits(float f) {
+    const auto x = std::bit_cast<std::uint32_t>(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // NaN stays NaN
+    const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);                               // round to nearest even
+    return static_cast<std::uint16_t>(rounded >> 16);
+}
+
+float bf16_value(std::uint16_t h) {
+    return std::bit_cast<float>(std::uint32_t{h} << 16);
+}
+
+float round_to_fp16(float f) {
+    return fp16_value(fp16_bits(f));
+}
+float round_to_bf16(float f) {
+    return bf16_value(bf16_bits(f));
+}
+
+HookDiagnostics& hook_diagnostics() {
+    static HookDiagnostics d;
+    return d;
+}
+
+namespace {
+
+enum class Hook { fp16, bf16, powersgd };
+
+std::uint64_t splitmix(std::uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+// Standard normal (Box-Muller), a pure function of (seed, index): the same on every rank.
+double normal(std::uint64_t seed, std::uint64_t index) {
+    const std::uint64_t a = splitmix(seed ^ splitmix(2 * index)), b = splitmix(seed ^ splitmix(2 * index + 1));
+    const double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// _orthogonalize_gram_schmidt (epsilon 0) of a rows x cols row-major matrix,
+// in double and applied twice ("twice is enough"): a rank-deficient P (a
+// low-rank gradient at full matrix_approximation_rank) still comes out
+// orthonormal; a column left with no independent direction (below 1e-12 of its
+// norm) is zeroed instead of dividing by (nearly) zero.
+void orthogonalize(std::vector<double>& a, std::int64_t rows, std::int64_t cols) {
+    const auto at = [&](std::int64_t i, std::int64_t j) -> double& {
+        return a[static_cast<std::size_t>(i * cols + j)];
+    };
+    const auto norm_of = [&](std::int64_t c) {
+        double norm = 0;
+        for (std::int64_t i = 0; i < rows; ++i) norm += at(i, c) * at(i, c);
+        return std::sqrt(norm);
+    };
+    std::vector<double> before(static_cast<std::size_t>(cols));
+    for (std::int64_t c = 0; c < cols; ++c) before[static_cast<std::size_t>(c)] = norm_of(c);
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::int64_t c = 0; c < cols; ++c) {
+            const double norm = norm_of(c);
+            const bool keep = norm > 1e-12 * before[static_cast<std::size_t>(c)] && norm > 0;
+            for (std::int64_t i = 0; i < rows; ++i) at(i, c) = keep ? at(i, c) / norm : 0.0;
+            if (pass == 0) before[static_cast<std::size_t>(c)] = 1.0;
+            for (std::int64_t k = c + 1; k < cols; ++k) {
+                double dot = 0;
+                for (std::int64_t i = 0; i < rows; ++i) dot += at(i, c) * at(i, k);
+                for (std::int64_t i = 0; i < rows; ++i) at(i, k) -= dot * at(i, c);
+            }
+        }
+}
+
+int comm_size(MPI_Comm comm) {
+    int n = 1;
+    MPI_Comm_size(comm, &n);
+    return n;
+}
+
+void allreduce(std::vector<float>& v, MPI_Comm comm) {
+    if (!v.empty()) MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_FLOAT, MPI_SUM, comm);
+}
+
+double frobenius(const std::vector<float>& a, const std::vector<float>& b) {
+    double s = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const double d = double(a[i]) - (b.empty() ? 0.0 : double(b[i]));
+        s += d * d;
+    }
+    return std::sqrt(s);
+}
+
+}  // namespace
+
+struct MlpTrainer::HookState {
+    struct Matrix {
+        std::int64_t offset = 0, n = 0, m = 0, r = 0;  // offset: elements into the flat bucket
+        std::vector<double> p, q;                      // n x r, m x r (row-major)
+    };
+    struct Bucket {
+        std::vector<Matrix> matrices;
+        std::vector<std::pair<std::int64_t, std::int64_t>> uncompressed;  // (offset, elements)
+        std::int64_t elements = 0, u_elements = 0, p_elements = 0, q_elements = 0;
+        int collectives = 0;  // the plan's per step
+        int position = 0;     // the next one to run
+        std::int64_t iteration = 1;
+        bool vanilla = false;     // this step runs the plain allreduce
+        bool have_pq = false;     // warm start: P and Q kept from the last compressed step
+        std::uint64_t draws = 0;  // random Q fills so far
+        std::vector<float> flat, input_cp, error, raw, avg_in;
+    };
+    Hook hook = Hook::fp16;
+    std::int64_t rank = 1, start = 1000;
+    double min_rate = 2;
+    bool error_feedback = true, warm_start = true;
+    std::vector<Bucket> buckets;
+};
+
+void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
+                                  int steps) {
+    const auto& entry = sim::strategies().find(config.strategy);
+    const sim::Knobs k(entry.name, entry.value.knobs, config.knobs);
+    const std::string& name = k.text("comm_hook");
+    if (name == "allreduce") return;
+    auto s = std::make_shared<HookState>();
+    if (name == "fp16_compress")
+        s->hook = Hook::fp16;
+    else if (name == "bf16_compress")
+        s->hook = Hook::bf16;
+    else if (name == "powerSGD")
+        s->hook = Hook::powersgd;
+    else
+        throw ConfigError(fmt::format(
+            "train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and powerSGD, not comm_hook={}; "
+            "use --mode replay.",
+            name));
+    if (s->hook == Hook::powersgd) {
+        if (k.text("comm_wrapper") != "none")
+            throw ConfigError(fmt::format("train mode runs powerSGD without comm_wrapper={}; use --mode replay.",
+                                          k.text("comm_wrapper")));
+        s->rank = std::llround(k.number("matrix_approximation_rank"));
+        s->start = std::llround(k.number("start_powerSGD_iter"));
+        s->min_rate = k.number("min_compression_rate");
+        s->error_feedback = k.boolean("use_error_feedback");
+        s->warm_start = k.boolean("warm_start");
+        if (k.number("orthogonalization_epsilon") != 0)
+            throw ConfigError("train mode runs powerSGD with orthogonalization_epsilon=0 only; use --mode replay.");
+    }
+    std::vector<const models::Parameter*> params(params_.size(), nullptr);
+    for (const auto& l : w.layers)
+        for (const auto& p : l.params) params[static_cast<std::size_t>(p.index)] = &p;
+    s->buckets.resize(plan.buckets.size());
+    for (const auto& b : plan.buckets) {
+        auto& hb = s->buckets[static_cast<std::size_t>(b.index)];
+        for (int index : b.params) {
+            const models::Parameter& p = *params[static_cast<std::size_t>(index)];
+            const std::int64_t numel = p.numel();
+            const std::int64_t n = p.shape.empty() ? 1 : p.shape.front();
+            const std::int64_t m = n > 0 ? numel / n : 0;
+            const std::int64_t r = std::min({n, m, s->rank});
+            if (s->hook == Hook::powersgd &&
+                static_cast<double>((n + m) * r) * s->min_rate < static_cast<double>(n * m)) {
+                hb.matrices.push_back({hb.elements, n, m, r, {}, {}});
+                hb.p_elements += n * r;
+                hb.q_elements += m * r;
+            } else {
+                hb.uncompressed.emplace_back(hb.elements, numel);
+                hb.u_elements += numel;
+            }
+            hb.elements += numel;
+        }
+    }
+    for (const auto& t : plan.tasks)
+        if (t.kind == sim::TaskKind::collective && t.bucket >= 0)
+            ++s->buckets[static_cast<std::size_t>(t.bucket)].collectives;
+    for (const auto& hb : s->buckets) {
+        const int expect = s->hook == Hook::powersgd ? 3 : 1;
+        if (hb.collectives == 0) continue;  // one rank: nothing is reduced
+        // A plan priced before start_powerSGD_iter has one allreduce per bucket:
+        // it cannot carry the compressed steps that follow.
+        if (s->hook == Hook::powersgd && hb.collectives == 1 && steps > s->start)
+            throw ConfigError(fmt::format(
+                "the plan was built for a PowerSGD warm-up iteration (one allreduce per bucket) but {} steps reach "
+                "start_powerSGD_iter={}; build it for the steady state (the default --iteration) or run fewer steps.",
+                steps, s->start));
+        DTSIM_ASSERT(hb.collectives == expect || (s->hook == Hook::powersgd && hb.collectives == 1),
+                     "the hook's collectives per bucket");
+    }
+    hook_ = std::move(s);
+}
+
+void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, MPI_Comm comm, bool keep) {
+    if (!hook_) return reduce_bucket(bucket, comm, keep);
+    HookState& s = *hook_;
+    auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
+    auto& diag = hook_diagnostics();
+    const int world = comm_size(comm);
+    DTSIM_ASSERT(world == world_, "the bucket's group is every rank");
+    const int pos = b.position;
+    b.position = (b.position + 1) % b.collectives;
+    const bool last = b.position == 0;
+    auto& flat = b.flat;
+    const auto gather = [&] {
+        flat.clear();
+        for (int p : bucket.params) {
+            const auto& g = grads_[static_cast<std::size_t>(p)];
+            flat.insert(flat.end(), g.begin(), g.end());
+        }
+        DTSIM_ASSERT(static_cast<std::int64_t>(flat.size()) == b.elements, "the bucket's elements");
+        if (diag.enabled) {  // the exact average, for the error measurement (not part of the plan)
+            b.raw = flat;
+            allreduce(b.raw, comm);
+            for (auto& v : b.raw) v /= static_cast<float>(world);
+        }
+    };
+    const auto finish = [&] {
+        if (diag.enabled && !b.raw.empty()) {
+            const double norm = frobenius(b.raw, {});
+            diag.relative_error.push_back(norm > 0 ? frobenius(flat, b.raw) / norm : 0.0);
+        }
+        if (diag.enabled && !b.avg_in.empty()) {
+            const double norm = frobenius(b.avg_in, {});
+            diag.compression_error.push_back(norm > 0 ? frobenius(flat, b.avg_in) / norm : 0.0);
+            b.avg_in.clear();
+        }
+        bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
+        ++b.iteration;
+        if (!keep) copy_buckets_back({bucket});
+    };
+
+    if (s.hook != Hook::powersgd) {
+        gather();
+        DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
+        const bool fp16 = s.hook == Hook::fp16;
+        const auto round = [&](float v) { return fp16 ? round_to_fp16(v) : round_to_bf16(v); };
+        // buffer.to(half).div_(world): both round to half.
+        for (auto& v : flat) v = round(round(v) / static_cast<float>(world));
+        allreduce(flat, comm);              // a float sum of half values ...
+        for (auto& v : flat) v = round(v);  // ... rounded back to half; decompress copies it into fp32
+        return finish();
+    }
+
+    if (pos == 0) {
+        gather();
+        b.vanilla = b.iteration - 1 < s.start;
+        if (b.vanilla) {  // _allreduce_fut: divide first, one allreduce of the whole bucket
+            if (b.collectives == 1) DTSIM_ASSERT(t.bytes == b.elements * 4, "the warm-up allreduce moves the bucket");
+            for (auto& v : flat) v /= static_cast<float>(world);
+            allreduce(flat, comm);
+            bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
+            if (b.collectives == 1) return finish();
+            // A plan priced for compressed steps: its other two collectives move nothing this step.
+            return;
+        }
+        if (s.error_feedback) {
+            if (b.error.empty()) b.error.assign(flat.size(), 0.0f);
+            for (std::size_t i = 0; i < flat.size(); ++i) flat[i] += b.error[i];
+            b.input_cp = flat;
+        }
+        if (diag.enabled) {  // the averaged input the compressor sees (g + e)
+            b.avg_in = flat;
+            allreduce(b.avg_in, comm);
+            for (auto& v : b.avg_in) v /= static_cast<float>(world);
+        }
+        // The uncompressed tensors, concatenated.
+        std::vector<float> u;
+        u.reserve(static_cast<std::size_t>(b.u_elements));
+        for (const auto& [off, len] : b.uncompressed) u.insert(u.end(), flat.begin() + off, flat.begin() + off + len);
+        // Qs: a fresh seeded normal fill (same on every rank) unless warm start keeps them; orthogonalized.
+        const bool fresh = !s.warm_start || !b.have_pq;
+        for (auto& x : b.matrices) {
+            if (fresh) {
+                x.q.resize(static_cast<std::size_t>(x.m * x.r));
+                const std::uint64_t seed = splitmix(splitmix(static_cast<std::uint64_t>(bucket.index)) ^ b.draws);
+                for (std::size_t i = 0; i < x.q.size(); ++i) x.q[i] = normal(seed, i);
+                ++b.draws;
+            }
+            orthogonalize(x.q, x.m, x.r);
+            // P = M Q
+            x.p.assign(static_cast<std::size_t>(x.n * x.r), 0.0);
+            for (std::int64_t i = 0; i < x.n; ++i)
+                for (std::int64_t j = 0; j < x.m; ++j) {
+                    const double mij = flat[static_cast<std::size_t>(x.offset + i * x.m + j)];
+                    for (std::int64_t c = 0; c < x.r; ++c)
+                        x.p[static_cast<std::size_t>(i * x.r + c)] += mij * x.q[static_cast<std::size_t>(j * x.r + c)];
+                }
+        }
+        b.have_pq = true;
+        DTSIM_ASSERT(t.bytes == b.u_elements * 4, "allreduce #1 moves the uncompressed tensors");
+        allreduce(u, comm);
+        std::size_t k = 0;
+        for (const auto& [off, len] : b.uncompressed)
+            for (std::int64_t i = 0; i < len; ++i) flat[static_cast<std::size_t>(off + i)] = u[k++] / float(world);
+        return;
+    }
+    if (b.vanilla) {
+        if (last) finish();
+        return;
+    }
+    if (pos == 1) {  // allreduce #2: every P (not divided)
+        DTSIM_ASSERT(t.bytes == b.p_elements * 4, "allreduce #2 moves the Ps");
+        std::vector<float> p;
+        p.reserve(static_cast<std::size_t>(b.p_elements));
+        for (const auto& x : b.matrices)
+            for (double v : x.p) p.push_back(static_cast<float>(v));
+        allreduce(p, comm);
+        std::size_t k = 0;
+        for (auto& x : b.matrices)
+            for (auto& v : x.p) v = p[k++];
+        return;
+    }
+    // Orthogonalize each P; Q = M^T P; allreduce #3 of every Q, divided by the world; M = P Q^T.
+    DTSIM_ASSERT(t.bytes == b.q_elements * 4, "allreduce #3 moves the Qs");
+    std::vector<float> q;
+    q.reserve(static_cast<std::size_t>(b.q_elements));
+    for (auto& x : b.matrices) {
+        orthogonalize(x.p, x.n, x.r);
+        std::fill(x.q.begin(), x.q.end(), 0.0);
+        for (std::int64_t i = 0; i < x.n; ++i)
+            for (std::int64_t j = 0; j < x.m; ++j) {
+                const double mij = flat[static_cast<std::size_t>(x.offset + i * x.m + j)];
+                for (std::int64_t c = 0; c < x.r; ++c)
+                    x.q[static_cast<std::size_t>(j * x.r + c)] += mij * x.p[static_cast<std::size_t>(i * x.r + c)];
+            }
+        for (double v : x.q) q.push_back(static_cast<float>(v));
+    }
+    allreduce(q, comm);
+    std::size_t k = 0;
+    for (auto& x : b.matrices) {
+        for (auto& v : x.q) v = double(q[k++]) / world;
+        for (std::int64_t i = 0; i < x.n; ++i)
+            for (std::int64_t j = 0; j < x.m; ++j) {
+                double sum = 0;
+                for (std::int64_t c = 0; c < x.r; ++c)
+                    sum += x.p[static_cast<std::size_t>(i * x.r + c)] * x.q[static_cast<std::size_t>(j * x.r + c)];
+                flat[static_cast<std::size_t>(x.offset + i * x.m + j)] = static_cast<float>(sum);
+            }
+    }
+    if (s.error_feedback)
+        for (std::size_t i = 0; i < flat.size(); ++i) b.error[i] = b.input_cp[i] - flat[i];
+    if (!s.warm_start) b.have_pq = false;
+    finish();
+}
+
+}  // namespace dtsim::executor::cpu
