@@ -16,6 +16,8 @@
 #include "cpu_backend.hpp"
 #include "mlp_sharding.hpp"
 
+#include "dtsim/sim/fsdp_wrap.hpp"
+
 #include "dtsim/common/error.hpp"
 #include "dtsim/sim/strategy.hpp"
 
@@ -42,34 +44,10 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
     return (a + b - 1) / b;
 }
 
-// FSDP's units as sim/strategies/fsdp.cpp wraps them: unit 0 is the root.
+// FSDP's units, wrapped exactly as the strategy wraps them: unit 0 is the root.
 std::vector<int> fsdp_units(const models::Workload& w, const sim::Knobs& k, int& count) {
-    const std::size_t n = w.layers.size();
-    std::vector<int> unit_of(n, 0);
-    count = 1;
-    if (k.text("auto_wrap_policy") == "transformer") {
-        std::vector<int> unit_of_block;
-        for (std::size_t l = 0; l < n; ++l) {
-            const int block = w.layers[l].block;
-            if (block < 0) continue;
-            const auto b = static_cast<std::size_t>(block);
-            if (b >= unit_of_block.size()) unit_of_block.resize(b + 1, -1);
-            if (unit_of_block[b] < 0) unit_of_block[b] = count++;
-            unit_of[l] = unit_of_block[b];
-        }
-    } else {
-        const double min_params = k.number("min_num_params");
-        std::size_t start = 0;
-        std::int64_t sum = 0;
-        for (std::size_t l = 0; l < n; ++l) {
-            sum += w.layers[l].param_count();
-            if (static_cast<double>(sum) < min_params) continue;
-            for (std::size_t i = start; i <= l; ++i) unit_of[i] = count;
-            ++count;
-            start = l + 1;
-            sum = 0;
-        }
-    }
+    std::vector<int> unit_of = sim::fsdp_unit_of_layer(w, k);
+    count = *std::max_element(unit_of.begin(), unit_of.end()) + 1;
     return unit_of;
 }
 

@@ -16,10 +16,13 @@
 // until the last micro-step's reduction; with no_sync=false every micro-step
 // reduces and the sharded gradient accumulates (_saved_grad_shard).
 #include "dtsim/common/error.hpp"
+#include "dtsim/sim/fsdp_wrap.hpp"
 #include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include <deque>
 
@@ -54,44 +57,13 @@ struct Unit {
     int last_layer = -1;      // highest layer index (the pre-backward hook fires before its backward)
 };
 
-constexpr int kRoot = 0;  // units[0] is the root: every layer no child unit wraps
+constexpr int kRoot = kFsdpRootUnit;
 
-// auto_wrap_policy: "transformer" wraps each transformer block (each distinct
-// `block` >= 0, as ModuleWrapPolicy / transformer_auto_wrap_policy on the
-// block class); "size" groups consecutive layers greedily until a group holds
-// min_num_params (size_based_auto_wrap_policy, flattened to the layer list).
-// Layers left over go to the root unit.
+// The units and their sizes, from the wrap policy (sim/fsdp_wrap.hpp).
 std::vector<Unit> wrap_units(const models::Workload& w, const Knobs& knobs, std::vector<int>& unit_of) {
-    std::vector<Unit> units(1);
+    unit_of = fsdp_unit_of_layer(w, knobs);
     const std::size_t n = w.layers.size();
-    unit_of.assign(n, kRoot);
-    if (knobs.text("auto_wrap_policy") == "transformer") {
-        std::vector<int> unit_of_block;
-        for (std::size_t l = 0; l < n; ++l) {
-            const int block = w.layers[l].block;
-            if (block < 0) continue;
-            const auto b = static_cast<std::size_t>(block);
-            if (b >= unit_of_block.size()) unit_of_block.resize(b + 1, -1);
-            if (unit_of_block[b] < 0) {
-                unit_of_block[b] = static_cast<int>(units.size());
-                units.emplace_back();
-            }
-            unit_of[l] = unit_of_block[b];
-        }
-    } else {
-        const double min_params = knobs.number("min_num_params");
-        std::size_t start = 0;
-        std::int64_t sum = 0;
-        for (std::size_t l = 0; l < n; ++l) {
-            sum += w.layers[l].param_count();
-            if (static_cast<double>(sum) < min_params) continue;
-            const int u = static_cast<int>(units.size());
-            units.emplace_back();
-            for (std::size_t i = start; i <= l; ++i) unit_of[i] = u;
-            start = l + 1;
-            sum = 0;
-        }
-    }
+    std::vector<Unit> units(static_cast<std::size_t>(*std::max_element(unit_of.begin(), unit_of.end())) + 1);
     for (std::size_t l = 0; l < n; ++l) {
         Unit& u = units[static_cast<std::size_t>(unit_of[l])];
         u.numel += w.layers[l].param_count();

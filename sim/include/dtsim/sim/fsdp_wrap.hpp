@@ -1,0 +1,23 @@
+// FSDP's auto-wrap policies (strategy-semantics.md §3.2): which unit each layer
+// belongs to. Shared by the FSDP strategy and the executor's sharded training,
+// so both shard the same units.
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/sim/knobs.hpp"
+
+#include <vector>
+
+namespace dtsim::sim {
+
+inline constexpr int kFsdpRootUnit = 0;  // every layer no child unit wraps
+
+// The unit of every layer. auto_wrap_policy "transformer" wraps each
+// transformer block (each distinct `block` >= 0, as transformer_auto_wrap_policy
+// on the block class); "size" groups consecutive layers greedily until a group
+// holds min_num_params (size_based_auto_wrap_policy, flattened to the layer
+// list). Layers left over belong to the root unit; units are numbered in
+// forward order from 1.
+std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knobs);
+
+}  // namespace dtsim::sim
