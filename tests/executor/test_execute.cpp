@@ -1,7 +1,7 @@
 // The reference executor on one rank (MPI as a singleton, no mpirun): replay
 // keeps every stream's order and every dependency; train mode learns and
 // matches a plain reference MLP. Hidden [mpi2] cases run on 2 ranks from
-// tests/mpi/execute_ddp_2ranks.sh.
+// tests/mpi/catch_2ranks.sh with [mpi2].
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/sim/report.hpp"
@@ -161,7 +161,7 @@ TEST_CASE("the executor rejects what it cannot run", "[executor]") {
     CHECK_THROWS_AS(executor::mode_from_string("fast"), ConfigError);
 }
 
-// ---- 2 ranks (tests/mpi/execute_ddp_2ranks.sh) ----
+// ---- 2 ranks (tests/mpi/catch_2ranks.sh with [mpi2]) ----
 
 namespace {
 
@@ -182,7 +182,7 @@ bool identical_on_all_ranks(const std::vector<std::vector<float>>& params) {
 TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on the global batch", "[.mpi2]") {
     const int world = world_size();
     if (world != 2) {
-        WARN("needs 2 ranks: run tests/mpi/execute_ddp_2ranks.sh");
+        WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2]");
         return;
     }
     struct Case {

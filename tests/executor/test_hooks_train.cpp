@@ -1,7 +1,7 @@
 // Train mode's DDP communication hooks (executor/cpu/mlp_hooks.cpp): IEEE
 // fp16/bf16 rounding, and on one rank the hooks' configurations run (one rank
 // reduces nothing, so they equal plain DDP). The hidden [mpi2hooks] cases run
-// on 2 ranks from tests/mpi/execute_hooks_2ranks.sh and check the error
+// on 2 ranks from tests/mpi/catch_2ranks.sh with [mpi2hooks] and check the error
 // bounds README.md states.
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/execute.hpp"
@@ -159,7 +159,7 @@ TEST_CASE("train mode runs fp16, bf16 and PowerSGD hooks and names the hooks it 
 TEST_CASE("2 ranks: fp16/bf16 compression and PowerSGD train within their stated bounds", "[.mpi2hooks]") {
     const int world = ranks();
     if (world != 2) {
-        WARN("needs 2 ranks: run tests/mpi/execute_hooks_2ranks.sh");
+        WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2hooks]");
         return;
     }
     const bool print = rank_of() == 0;

@@ -2,7 +2,7 @@
 // parameters after K steps equal one process training on the global batch
 // (tests/executor/reference_mlp.hpp) and are identical on every rank. One rank
 // here (MPI singleton); the hidden [mpi2sharded] cases run on 2 ranks from
-// tests/mpi/execute_sharded_2ranks.sh.
+// tests/mpi/catch_2ranks.sh with [mpi2sharded].
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/sim/simulate.hpp"
@@ -150,7 +150,7 @@ TEST_CASE("train mode names the sharded configurations it cannot run and replay 
 TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks identical", "[.mpi2sharded]") {
     const int world = ranks();
     if (world != 2) {
-        WARN("needs 2 ranks: run tests/mpi/execute_sharded_2ranks.sh");
+        WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2sharded]");
         return;
     }
     using sim::OptimizerKind;

@@ -2,12 +2,10 @@
 # A quick CPU calibration on two MPI ranks, then the simulator prices a
 # configuration with it; a group size it did not measure gives an error that
 # says what to measure.   Usage: calibrate_quick.sh path/to/dtsim
-set -euo pipefail
+source "$(dirname "$0")/common.sh"
 dtsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir"
+enter_scratch_dir
+dir="$scratch"
 
 start=$(date +%s)
 timeout 120 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend cpu --quick --io-dir "$dir" --out cal.json \

@@ -2,12 +2,10 @@
 # `mpirun -np 2 dtsim execute` as a user runs it: real training of an MLP
 # under DDP with a measured trace, and replay of a transformer under FSDP.
 #   Usage: execute_cli_2ranks.sh path/to/dtsim
-set -euo pipefail
+source "$(dirname "$0")/common.sh"
 dtsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir"
+enter_scratch_dir
+dir="$scratch"
 
 timeout 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model mlp-4x256 --micro-batch 16 --steps 6 \
   --trace measured.json > train.out

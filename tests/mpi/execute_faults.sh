@@ -3,12 +3,11 @@
 # the job quickly, non-zero, with a message naming the rank, and (for a hang)
 # the trace of the steps completed is kept. Uses the test hook DTSIM_FAULT_INJECT.
 #   Usage: execute_faults.sh path/to/dtsim
-set -uo pipefail
+source "$(dirname "$0")/common.sh"
+set +e
 dtsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir"
+enter_scratch_dir
+dir="$scratch"
 fail() { echo "FAIL: $*"; exit 1; }
 run() {  # run NAME INJECTION: mpirun under `timeout 60`, sets rc and secs
   local name="$1"

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 dtsim validate`: a quick calibration, then each strategy is
 # simulated and executed and the errors are reported.   Usage: validate_2ranks.sh path/to/dtsim
-set -euo pipefail
+source "$(dirname "$0")/common.sh"
 dtsim="$1"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-cd "$dir"
+enter_scratch_dir
+dir="$scratch"
 timeout 150 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 3 \
   --strategies ddp,fsdp,deepspeed_stage_2 --format json > validate.json
 cat validate.json

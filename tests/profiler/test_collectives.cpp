@@ -1,6 +1,6 @@
 // MPI collective benchmarks (nccl-tests style): the per-collective table
 // (bytes and busbw factors), the nccl-tests text table, a 1-rank sweep run
-// without mpirun, and hidden [mpi2] cases that tests/mpi/collectives_2ranks.sh
+// without mpirun, and hidden [mpi2] cases that tests/mpi/catch_2ranks.sh with [mpi2]
 // runs on 2 ranks.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
@@ -198,7 +198,7 @@ TEST_CASE("overlap factors on one rank are at least 1", "[collectives]") {
     CHECK(spec.comm_slowdown_under_compute >= 1.0);
 }
 
-// ---- 2 ranks: run by tests/mpi/collectives_2ranks.sh under mpirun -np 2 ----
+// ---- 2 ranks: run by tests/mpi/catch_2ranks.sh with [mpi2] under mpirun -np 2 ----
 
 namespace {
 
