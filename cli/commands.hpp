@@ -12,5 +12,7 @@ void add_hardware_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_execute_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
+void add_sweep_command(CLI::App&);
+void add_advise_command(CLI::App&);
 
 }  // namespace dtsim::cli

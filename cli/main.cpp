@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     dtsim::cli::add_calibrate_command(app);
     dtsim::cli::add_execute_command(app);
     dtsim::cli::add_validate_command(app);
+    dtsim::cli::add_sweep_command(app);
+    dtsim::cli::add_advise_command(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) {

@@ -231,6 +231,22 @@ TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {
     CHECK_FALSE(fs::exists(scratch_dir() / "cuda.json"));
 }
 
+TEST_CASE("README: advise recommends a configuration that fits, sweep writes CSV") {
+    Run advise = run_dtsim("advise --model gpt2-xl --nodes 2 --precision bf16-mixed --global-batch 256");
+    REQUIRE(advise.exit_code == 0);
+    CHECK_THAT(advise.out, Catch::Contains("Recommendation:") && Catch::Contains("Pareto front") &&
+                               Catch::Contains("Why the recommendation"));
+    Run sweep = run_dtsim(
+        "sweep --model gpt2 --nodes 1 --gpus-per-node 8 --axis strategy=ddp,fsdp --axis micro_batch=1,2 --format csv");
+    REQUIRE(sweep.exit_code == 0);
+    std::stringstream lines(sweep.out);
+    std::string line;
+    int rows = 0;
+    while (std::getline(lines, line))
+        if (!line.empty()) ++rows;
+    CHECK(rows == 1 + 4);  // a header and one row per configuration
+}
+
 TEST_CASE("a failing run leaves an existing trace file untouched") {
     const fs::path trace = scratch_dir() / "keep.json";
     std::ofstream(trace) << "previous trace";

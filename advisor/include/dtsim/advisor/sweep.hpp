@@ -1,0 +1,43 @@
+// Runs every configuration of a search space through the simulator.
+#pragma once
+
+#include "dtsim/advisor/search_space.hpp"
+#include "dtsim/profiler/calibration.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace dtsim::advisor {
+
+struct SweepResult {
+    Candidate candidate;
+    bool simulated = false;  // false: skipped or a ConfigError (see why)
+    double step_time_s = 0;  // weighted average over the strategy's phases
+    double samples_per_s = 0;
+    double tokens_per_s = 0;
+    double mfu = 0;
+    double compute_s = 0;
+    double exposed_comm_s = 0;
+    std::int64_t peak_memory_bytes = 0;
+    std::int64_t usable_memory_bytes = 0;
+    bool fits = false;
+    std::string why;  // why it does not fit, was skipped or is invalid
+};
+
+// Called after each configuration: (done, total, the configuration just simulated).
+using SweepProgress = std::function<void(std::size_t, std::size_t, const Candidate&)>;
+
+// Simulates each candidate in order; each distinct workload is built once.
+std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, const calib::Calibration& calibration,
+                                   const SweepProgress& progress = {});
+
+// Output formats of `dtsim sweep`.
+std::string sweep_csv(const std::vector<SweepResult>& results);
+std::string sweep_json(const std::vector<SweepResult>& results);
+
+// "12.30 GiB"
+std::string gib(std::int64_t bytes);
+
+}  // namespace dtsim::advisor

@@ -1,0 +1,330 @@
+#include "dtsim/advisor/search_space.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/registry.hpp"
+#include "dtsim/sim/lightning_names.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+namespace dtsim::advisor {
+namespace {
+
+constexpr std::string_view kCommonAxes[] = {"strategy", "micro_batch", "grad_accum",
+                                            "seq_len",  "precision",   "activation_checkpointing"};
+
+std::string trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return std::string(s);
+}
+
+std::int64_t parse_int(const std::string& axis, const std::string& v, std::int64_t min_value) {
+    std::int64_t x = 0;
+    auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc{} || ptr != v.data() + v.size() || x < min_value)
+        throw ConfigError(fmt::format("axis '{}': value '{}' is not an integer >= {}", axis, v, min_value));
+    return x;
+}
+
+bool parse_flag(const std::string& axis, const std::string& v) {
+    if (v == "true" || v == "on" || v == "1" || v == "yes") return true;
+    if (v == "false" || v == "off" || v == "0" || v == "no") return false;
+    throw ConfigError(fmt::format("axis '{}': value '{}' is not true/false (or on/off)", axis, v));
+}
+
+// The dtsim strategy a name stands for (Lightning names resolved) and its knobs.
+struct ResolvedStrategy {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> knobs;  // the Lightning name's
+    const sim::Strategy* strategy;
+};
+
+ResolvedStrategy resolve(const std::string& name) {
+    sim::Config c;
+    c.strategy = name;
+    sim::resolve_lightning_name(c);
+    const sim::Strategy* s = nullptr;
+    if (const auto* e = sim::strategies().find_or_null(c.strategy)) {
+        s = &e->value;
+    } else {
+        std::vector<std::string> valid = sim::strategies().names();
+        for (const auto& l : sim::lightning_strategies()) valid.push_back(l.name);
+        throw ConfigError("axis 'strategy': " + unknown_name_message("strategy", name, valid));
+    }
+    return {c.strategy, c.knobs, s};
+}
+
+bool declares(const sim::Strategy& s, const std::string& knob) {
+    return std::any_of(s.knobs.begin(), s.knobs.end(), [&](const sim::KnobSpec& k) { return k.name == knob; });
+}
+
+void set_knob(std::vector<std::pair<std::string, std::string>>& knobs, const std::string& name,
+              const std::string& value) {
+    for (auto& kv : knobs)
+        if (kv.first == name) {
+            kv.second = value;
+            return;
+        }
+    knobs.emplace_back(name, value);
+}
+
+void apply_common(sim::Config& c, const std::string& axis, const std::string& v) {
+    if (axis == "micro_batch")
+        c.micro_batch = parse_int(axis, v, 1);
+    else if (axis == "grad_accum")
+        c.grad_accum = static_cast<int>(parse_int(axis, v, 1));
+    else if (axis == "seq_len")
+        c.seq_len = parse_int(axis, v, 1);
+    else if (axis == "precision")
+        c.precision = sim::precision_from_string(v);
+    else if (axis == "activation_checkpointing")
+        c.activation_checkpointing = parse_flag(axis, v);
+}
+
+const Axis* find_axis(const SearchSpace& space, std::string_view name) {
+    for (const auto& a : space.axes)
+        if (a.name == name) return &a;
+    return nullptr;
+}
+
+}  // namespace
+
+bool is_common_axis(std::string_view name) {
+    return std::find(std::begin(kCommonAxes), std::end(kCommonAxes), name) != std::end(kCommonAxes);
+}
+
+Axis parse_axis(std::string_view spec) {
+    const auto eq = spec.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+        throw ConfigError(fmt::format("--axis {}: expected key=v1,v2,... e.g. --axis micro_batch=1,2,4", spec));
+    Axis axis{trim(spec.substr(0, eq)), {}};
+    std::string_view rest = spec.substr(eq + 1);
+    while (true) {
+        const auto comma = rest.find(',');
+        std::string v = trim(rest.substr(0, comma));
+        if (!v.empty()) axis.values.push_back(std::move(v));
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+    }
+    if (axis.values.empty()) throw ConfigError(fmt::format("axis '{}' has no values", axis.name));
+    return axis;
+}
+
+void add_axis(SearchSpace& space, Axis axis) {
+    if (axis.values.empty()) throw ConfigError(fmt::format("axis '{}' has no values", axis.name));
+    if (find_axis(space, axis.name))
+        throw ConfigError(fmt::format("axis '{}' is given twice; give all its values in one axis", axis.name));
+    for (std::size_t i = 0; i < axis.values.size(); ++i)
+        for (std::size_t j = 0; j < i; ++j)
+            if (axis.values[i] == axis.values[j])
+                throw ConfigError(fmt::format("axis '{}' lists '{}' twice", axis.name, axis.values[i]));
+    space.axes.push_back(std::move(axis));
+}
+
+SearchSpace parse_axes(const std::vector<std::string>& specs) {
+    SearchSpace space;
+    for (const auto& s : specs) add_axis(space, parse_axis(s));
+    return space;
+}
+
+SearchSpace parse_space_json(const std::string& text, const std::string& file_name) {
+    nlohmann::ordered_json j;
+    try {
+        j = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw ParseError(file_name, "", fmt::format("not valid JSON: {}", e.what()));
+    }
+    if (!j.is_object()) throw ParseError(file_name, "", "expected an object of axes, e.g. {\"micro_batch\": [1, 2]}");
+    auto values_of = [&](const nlohmann::ordered_json& v, const std::string& field) {
+        if (!v.is_array() || v.empty())
+            throw ParseError(file_name, field, "expected a non-empty array of values, e.g. [1, 2, 4]");
+        Axis axis;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const auto& x = v[i];
+            if (x.is_string())
+                axis.values.push_back(x.get<std::string>());
+            else if (x.is_boolean())
+                axis.values.push_back(x.get<bool>() ? "true" : "false");
+            else if (x.is_number_integer())
+                axis.values.push_back(std::to_string(x.get<std::int64_t>()));
+            else if (x.is_number())
+                axis.values.push_back(fmt::format("{}", x.get<double>()));
+            else
+                throw ParseError(file_name, fmt::format("{}/{}", field, i), "expected a string, number or boolean");
+        }
+        return axis;
+    };
+    SearchSpace space;
+    auto add = [&](Axis axis, const std::string& field) {
+        try {
+            add_axis(space, std::move(axis));
+        } catch (const ConfigError& e) {
+            throw ParseError(file_name, field, e.what());
+        }
+    };
+    for (const auto& [key, value] : j.items()) {
+        const std::string field = "/" + key;
+        if (key == "global_batch") {
+            if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
+                throw ParseError(file_name, field, "expected a positive integer");
+            space.global_batch = value.get<std::int64_t>();
+        } else if (key == "knobs") {
+            if (!value.is_object())
+                throw ParseError(file_name, field, "expected an object of knob axes, e.g. {\"bucket_cap_mb\": [25]}");
+            for (const auto& [knob, kv] : value.items()) {
+                Axis a = values_of(kv, field + "/" + knob);
+                a.name = knob;
+                add(std::move(a), field + "/" + knob);
+            }
+        } else if (is_common_axis(key)) {
+            Axis a = values_of(value, field);
+            a.name = key;
+            add(std::move(a), field);
+        } else {
+            throw ParseError(file_name, field,
+                             fmt::format("unknown axis; valid: {}, global_batch, knobs",
+                                         fmt::join(std::begin(kCommonAxes), std::end(kCommonAxes), ", ")));
+        }
+    }
+    return space;
+}
+
+SearchSpace load_space(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw ParseError(path, "", "cannot open the search-space file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_space_json(ss.str(), path);
+}
+
+std::string Candidate::label() const {
+    std::string out = strategy;
+    for (const auto& [k, v] : settings) {
+        if (k == "strategy" || v.empty()) continue;
+        out += fmt::format(" {}={}", k, v);
+    }
+    return out;
+}
+
+std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& base) {
+    std::vector<std::string> strategies = {base.strategy};
+    if (const Axis* a = find_axis(space, "strategy")) strategies = a->values;
+    if (space.axes.empty() && !space.global_batch)
+        throw ConfigError(
+            "the search space is empty: give at least one --axis (e.g. --axis micro_batch=1,2,4) or --space");
+    if (space.global_batch && find_axis(space, "grad_accum"))
+        throw ConfigError("axis 'grad_accum' contradicts --global-batch, which derives grad_accum; drop one of them");
+
+    std::vector<ResolvedStrategy> resolved;
+    for (const auto& s : strategies) resolved.push_back(resolve(s));
+    // A knob axis no strategy of the space declares is a mistake, not a skip.
+    for (const auto& axis : space.axes) {
+        if (is_common_axis(axis.name)) {
+            // Validate the values up front, naming the axis.
+            sim::Config probe = base;
+            for (const auto& v : axis.values) apply_common(probe, axis.name, v);
+            continue;
+        }
+        const bool any = std::any_of(resolved.begin(), resolved.end(),
+                                     [&](const ResolvedStrategy& r) { return declares(*r.strategy, axis.name); });
+        if (!any)
+            throw ConfigError(
+                fmt::format("axis '{}' is not a knob of any strategy in the space ({}); see `dtsim "
+                            "simulate --strategy S --set help=1`",
+                            axis.name, fmt::join(strategies, ", ")));
+    }
+
+    std::vector<Candidate> out;
+    const int world = base.topology.world_size();
+    for (std::size_t si = 0; si < strategies.size(); ++si) {
+        const ResolvedStrategy& rs = resolved[si];
+        std::vector<const Axis*> axes;  // the axes that vary for this strategy
+        for (const auto& axis : space.axes)
+            if (axis.name != "strategy" && (is_common_axis(axis.name) || declares(*rs.strategy, axis.name)))
+                axes.push_back(&axis);
+        std::vector<std::size_t> pos(axes.size(), 0);
+        while (true) {
+            Candidate c;
+            c.strategy = strategies[si];
+            c.config = base;
+            c.config.strategy = rs.name;
+            c.config.knobs = rs.knobs;
+            // The base's own --set knobs, where this strategy has them.
+            for (const auto& [k, v] : base.knobs)
+                if (declares(*rs.strategy, k)) set_knob(c.config.knobs, k, v);
+            for (std::size_t i = 0; i < axes.size(); ++i) {
+                const std::string& v = axes[i]->values[pos[i]];
+                if (is_common_axis(axes[i]->name))
+                    apply_common(c.config, axes[i]->name, v);
+                else
+                    set_knob(c.config.knobs, axes[i]->name, v);
+            }
+            if (space.global_batch) {
+                const std::int64_t per_step = c.config.micro_batch * world;
+                if (*space.global_batch % per_step != 0)
+                    c.skip_reason = fmt::format("global batch {} is not a multiple of micro_batch {} x {} GPUs",
+                                                *space.global_batch, c.config.micro_batch, world);
+                else
+                    c.config.grad_accum = static_cast<int>(*space.global_batch / per_step);
+            }
+            for (const auto& axis : space.axes) {
+                std::string v;
+                if (axis.name == "strategy") {
+                    v = strategies[si];
+                } else {
+                    for (std::size_t i = 0; i < axes.size(); ++i)
+                        if (axes[i] == &axis) v = axis.values[pos[i]];
+                }
+                c.settings.emplace_back(axis.name, v);
+            }
+            if (space.global_batch && !find_axis(space, "grad_accum"))
+                c.settings.emplace_back("grad_accum", c.skip_reason.empty() ? std::to_string(c.config.grad_accum) : "");
+            c.index = out.size();
+            out.push_back(std::move(c));
+            // Odometer: the last axis varies fastest.
+            bool done = true;
+            for (std::size_t i = axes.size(); i-- > 0;) {
+                if (++pos[i] < axes[i]->values.size()) {
+                    done = false;
+                    break;
+                }
+                pos[i] = 0;
+            }
+            if (done) break;
+        }
+    }
+    return out;
+}
+
+SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> global_batch) {
+    SearchSpace space;
+    space.global_batch = global_batch;
+    add_axis(space, {"strategy", {"ddp", "fsdp", "deepspeed"}});
+    std::vector<std::string> micro;
+    const std::int64_t world = base.topology.world_size();
+    for (std::int64_t mb = 1; mb <= 16; mb *= 2) {
+        if (global_batch && (*global_batch % (mb * world) != 0)) continue;
+        micro.push_back(std::to_string(mb));
+    }
+    if (micro.empty())
+        throw ConfigError(fmt::format("--global-batch {} is not a multiple of the {} GPUs: no micro-batch fits it",
+                                      *global_batch, world));
+    add_axis(space, {"micro_batch", micro});
+    add_axis(space, {"activation_checkpointing", {"false", "true"}});
+    add_axis(space, {"bucket_cap_mb", {"25", "100"}});
+    add_axis(space, {"gradient_as_bucket_view", {"false", "true"}});
+    std::vector<std::string> sharding = {"FULL_SHARD", "SHARD_GRAD_OP"};
+    if (base.topology.nodes > 1) sharding.push_back("HYBRID_SHARD");
+    add_axis(space, {"sharding_strategy", sharding});
+    add_axis(space, {"stage", {"1", "2", "3"}});
+    return space;
+}
+
+}  // namespace dtsim::advisor

@@ -1,0 +1,142 @@
+// `dtsim advise`: search a default space (or --axis) and recommend the
+// configuration to run, with the alternatives, the Pareto front of throughput
+// against memory, and why, in numbers.
+#include "commands.hpp"
+#include "config_options.hpp"
+#include "dtsim/advisor/ranking.hpp"
+#include "dtsim/advisor/search_space.hpp"
+#include "dtsim/advisor/sweep.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "format_units.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace dtsim::cli {
+
+// Defined in sweep_command.cpp.
+std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
+                                                    const calib::Calibration& cal);
+
+namespace {
+
+struct AdviseOptions {
+    std::int64_t global_batch = 0;
+    std::string objective = "throughput";
+    std::string headroom = "10%";  // allocator fragmentation and spikes the model does not see
+    std::vector<std::string> axes;
+};
+
+std::string row(const advisor::SweepResult& r) {
+    return fmt::format("{:>10} {:>11.1f} {:>5.1f}% {:>10} {:>11}  {}", format_seconds(r.step_time_s), r.samples_per_s,
+                       r.mfu * 100, format_seconds(r.exposed_comm_s), format_bytes(r.peak_memory_bytes),
+                       r.candidate.label());
+}
+
+std::string header() {
+    return fmt::format("{:>10} {:>11} {:>6} {:>10} {:>11}  {}", "step", "samples/s", "MFU", "exp. comm", "peak mem",
+                       "configuration");
+}
+
+void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
+    const sim::Config base = make_config(o);
+    const advisor::RankOptions rank_options{advisor::objective_from_string(a.objective),
+                                            advisor::parse_headroom(a.headroom)};
+    std::optional<std::int64_t> global_batch;
+    if (a.global_batch > 0) global_batch = a.global_batch;
+    advisor::SearchSpace space;
+    if (a.axes.empty()) {
+        space = advisor::default_space(base, global_batch);
+    } else {
+        for (const auto& spec : a.axes) advisor::add_axis(space, advisor::parse_axis(spec));
+        space.global_batch = global_batch;
+    }
+    const auto candidates = advisor::enumerate(space, base);
+    const calib::Calibration cal = calib::load_hardware(o.hardware);
+    const auto results = run_with_progress(candidates, cal);
+    const advisor::Ranking ranking = advisor::rank(results, rank_options);
+
+    const auto fitting = std::count_if(results.begin(), results.end(), [](const auto& r) { return r.fits; });
+    const auto skipped = std::count_if(results.begin(), results.end(), [](const auto& r) { return !r.simulated; });
+    const std::string headroom_note =
+        rank_options.memory_headroom > 0 ? fmt::format(" ({:.0f}% headroom)", rank_options.memory_headroom * 100) : "";
+    if (ranking.order.empty()) {
+        std::int64_t smallest = 0;
+        for (const auto& r : results)
+            if (r.simulated && (smallest == 0 || r.peak_memory_bytes < smallest)) smallest = r.peak_memory_bytes;
+        throw DoesNotFitError(fmt::format(
+            "none of the {} configurations of {} fits on {}{}{}. Try more GPUs (--nodes), --precision bf16-mixed, a "
+            "smaller --global-batch, CPU offload (--axis strategy=fsdp_cpu_offload,deepspeed_stage_3_offload), or "
+            "a smaller --memory-headroom.",
+            results.size(), base.model, cal.name, headroom_note,
+            smallest > 0 ? fmt::format(" (the smallest needs {} per GPU)", format_bytes(smallest)) : ""));
+    }
+
+    const auto& best = results[ranking.order.front()];
+    fmt::print(
+        "Searched {} configurations of {} on {} x {} {} ({}, objective {}{}): {} fit, {} do not fit, {} "
+        "skipped or invalid.\n\n",
+        results.size(), base.model, base.topology.nodes, base.topology.gpus_per_node, cal.name,
+        global_batch ? fmt::format("global batch {}", *global_batch) : "grad_accum as given", a.objective,
+        headroom_note, fitting, static_cast<long>(results.size()) - fitting - skipped, skipped);
+    fmt::print("Recommendation: {}\n", best.candidate.label());
+    fmt::print(
+        "  micro-batch {}, grad-accum {}: step {}, {:.1f} samples/s, {} tokens/s, MFU {:.1f}%, exposed "
+        "communication {}, peak memory {} of {} usable\n\n",
+        best.candidate.config.micro_batch, best.candidate.config.grad_accum, format_seconds(best.step_time_s),
+        best.samples_per_s, format_count(best.tokens_per_s), best.mfu * 100, format_seconds(best.exposed_comm_s),
+        format_bytes(best.peak_memory_bytes), format_bytes(best.usable_memory_bytes));
+    fmt::print("Top alternatives:\n  {}\n", header());
+    const std::size_t n_alt = std::min<std::size_t>(5, ranking.order.size() - 1);
+    for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  {}\n", row(results[ranking.order[i]]));
+    fmt::print("\nPareto front (throughput against peak memory):\n  {}\n", header());
+    for (std::size_t i : ranking.pareto) fmt::print("  {}\n", row(results[i]));
+    fmt::print("\nWhy the recommendation:\n");
+    for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  - {}\n", advisor::explain(best, results[ranking.order[i]]));
+    std::size_t pareto_lines = 0;
+    for (std::size_t i : ranking.pareto)
+        if (pareto_lines < 5 && i != ranking.order.front() &&
+            std::find(ranking.order.begin(), ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1), i) ==
+                ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1)) {
+            fmt::print("  - {} (Pareto)\n", advisor::explain(best, results[i]));
+            ++pareto_lines;
+        }
+    // The fastest configuration that was ruled out, if it beats the recommendation.
+    for (const auto& r : results)
+        if (r.simulated && !advisor::eligible(r, rank_options.memory_headroom) &&
+            r.samples_per_s > best.samples_per_s) {
+            fmt::print("  - not {}: {}\n", r.candidate.label(),
+                       r.fits ? fmt::format("needs {}, above the {:.0f}% headroom", format_bytes(r.peak_memory_bytes),
+                                            rank_options.memory_headroom * 100)
+                              : r.why);
+            break;
+        }
+}
+
+}  // namespace
+
+void add_advise_command(CLI::App& app) {
+    auto opts = std::make_shared<SimulateOptions>();
+    auto adv = std::make_shared<AdviseOptions>();
+    auto* cmd = app.add_subcommand("advise", "recommend a strategy, micro-batch and knobs for a model and hardware");
+    add_options(*cmd, *opts, true);
+    cmd->remove_option(cmd->get_option("--format"));
+    cmd->remove_option(cmd->get_option("--trace"));
+    cmd->add_option("--global-batch", adv->global_batch,
+                    "samples per optimizer step over all GPUs, kept fixed (grad_accum derived)");
+    cmd->add_option("--objective", adv->objective, "throughput or memory")
+        ->check(CLI::IsMember({"throughput", "memory"}))
+        ->capture_default_str();
+    cmd->add_option("--memory-headroom", adv->headroom, "keep this share of usable device memory free, e.g. 10% or 0.1")
+        ->capture_default_str();
+    cmd->add_option("--axis", adv->axes, "search these axes (key=v1,v2,...) instead of the default space");
+    cmd->footer(
+        "Example:\n  dtsim advise --model llama2-7b --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
+        "      --precision bf16-mixed --global-batch 256 --memory-headroom 10%");
+    cmd->callback([opts, adv] { run_advise(*opts, *adv); });
+}
+
+}  // namespace dtsim::cli

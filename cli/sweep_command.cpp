@@ -1,0 +1,113 @@
+// `dtsim sweep`: simulate every configuration of a search space (--axis,
+// --space) and list them as a table, CSV or JSON.
+#include "commands.hpp"
+#include "config_options.hpp"
+#include "dtsim/advisor/search_space.hpp"
+#include "dtsim/advisor/sweep.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "format_units.hpp"
+#include "progress.hpp"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+#include <chrono>
+#include <memory>
+
+namespace dtsim::cli {
+
+// Also used by `dtsim advise` (advise_command.cpp declares it).
+std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
+                                                    const calib::Calibration& cal);
+
+namespace {
+
+struct SweepOptions {
+    std::vector<std::string> axes;
+    std::string space_file;
+    std::int64_t global_batch = 0;
+    std::string format = "table";
+};
+
+advisor::SearchSpace space_from_options(const SweepOptions& s) {
+    advisor::SearchSpace space = s.space_file.empty() ? advisor::SearchSpace{} : advisor::load_space(s.space_file);
+    for (const auto& spec : s.axes) advisor::add_axis(space, advisor::parse_axis(spec));
+    if (s.global_batch > 0) space.global_batch = s.global_batch;
+    return space;
+}
+
+}  // namespace
+
+std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
+                                                    const calib::Calibration& cal) {
+    ProgressBar bar(::isatty(STDERR_FILENO) != 0);
+    const auto start = std::chrono::steady_clock::now();
+    auto results = advisor::run_sweep(candidates, cal, [&](std::size_t done, std::size_t total, const auto& c) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double eta = elapsed / static_cast<double>(done) * static_cast<double>(total - done);
+        bar.update(fmt::format("{}/{} ETA {} {}", done, total, format_seconds(eta), c.label()),
+                   static_cast<double>(done) / static_cast<double>(total));
+    });
+    bar.finish("");
+    return results;
+}
+
+namespace {
+
+void add_sweep_options(CLI::App& cmd, SweepOptions& s) {
+    cmd.add_option("--axis", s.axes,
+                   "an axis of the space, key=v1,v2,...: strategy, micro_batch, grad_accum, seq_len, precision, "
+                   "activation_checkpointing or a strategy knob (repeatable)");
+    cmd.add_option("--space", s.space_file, "a JSON search space: {\"strategy\": [...], \"knobs\": {...}}");
+    cmd.add_option("--global-batch", s.global_batch,
+                   "samples per optimizer step over all GPUs; grad_accum = global / (micro_batch x GPUs)");
+}
+
+std::string table(const std::vector<advisor::SweepResult>& results) {
+    std::string out = fmt::format("{:>4}  {:<60} {:>10} {:>11} {:>6} {:>10} {:>11}  {}\n", "#", "configuration", "step",
+                                  "samples/s", "MFU", "exp. comm", "peak mem", "fits");
+    for (const auto& r : results) {
+        std::string label = r.candidate.label();
+        if (r.simulated)
+            out += fmt::format("{:>4}  {:<60} {:>10} {:>11.1f} {:>5.1f}% {:>10} {:>11}  {}\n", r.candidate.index, label,
+                               format_seconds(r.step_time_s), r.samples_per_s, r.mfu * 100,
+                               format_seconds(r.exposed_comm_s), format_bytes(r.peak_memory_bytes),
+                               r.fits ? "yes" : "no: " + r.why);
+        else
+            out += fmt::format("{:>4}  {:<60} {:>10} {:>11} {:>6} {:>10} {:>11}  no: {}\n", r.candidate.index, label,
+                               "-", "-", "-", "-", "-", r.why);
+    }
+    return out;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+    auto opts = std::make_shared<SimulateOptions>();
+    auto sweep = std::make_shared<SweepOptions>();
+    auto* cmd = app.add_subcommand("sweep", "simulate every configuration of a search space (--axis, --space)");
+    add_options(*cmd, *opts, true);
+    cmd->remove_option(cmd->get_option("--format"));
+    cmd->remove_option(cmd->get_option("--trace"));
+    cmd->add_option("--format", sweep->format, "output: table, csv or json")
+        ->check(CLI::IsMember({"table", "csv", "json"}))
+        ->capture_default_str();
+    add_sweep_options(*cmd, *sweep);
+    cmd->footer(
+        "Example:\n  dtsim sweep --model gpt2-xl --nodes 2 --precision bf16-mixed --axis strategy=ddp,fsdp \\\n"
+        "      --axis micro_batch=1,2,4 --axis bucket_cap_mb=10,25,50 --format csv");
+    cmd->callback([opts, sweep] {
+        const sim::Config base = make_config(*opts);
+        const auto candidates = advisor::enumerate(space_from_options(*sweep), base);
+        const calib::Calibration cal = calib::load_hardware(opts->hardware);
+        const auto results = run_with_progress(candidates, cal);
+        if (sweep->format == "csv")
+            fmt::print("{}", advisor::sweep_csv(results));
+        else if (sweep->format == "json")
+            fmt::print("{}", advisor::sweep_json(results));
+        else
+            fmt::print("{}", table(results));
+    });
+}
+
+}  // namespace dtsim::cli
