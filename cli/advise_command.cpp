@@ -3,10 +3,12 @@
 // against memory, and why, in numbers.
 #include "commands.hpp"
 #include "config_options.hpp"
+#include "dtsim/advisor/emit.hpp"
 #include "dtsim/advisor/ranking.hpp"
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 
@@ -28,7 +30,30 @@ struct AdviseOptions {
     std::string objective = "throughput";
     std::string headroom = "10%";  // allocator fragmentation and spikes the model does not see
     std::vector<std::string> axes;
+    std::string emit;      // deepspeed | lightning | torch
+    std::string emit_out;  // empty: a section on stdout
 };
+
+// --emit: the recommendation as a ready-to-paste configuration.
+void emit_recommendation(const sim::Config& config, const AdviseOptions& a) {
+    if (a.emit.empty()) return;
+    const std::string strategy = advisor::emitted_strategy(config);
+    if (a.emit == "deepspeed" && strategy != "deepspeed") {
+        fmt::print(
+            "\nNote: --emit deepspeed: the recommendation uses {}, not DeepSpeed; nothing emitted (use --emit "
+            "lightning or --emit torch).\n",
+            strategy);
+        return;
+    }
+    const std::string text = advisor::emit(a.emit, config);
+    if (!a.emit_out.empty()) {
+        write_file_atomically(a.emit_out, text);
+        fmt::print("\nWrote the {} configuration to {}\n", a.emit, a.emit_out);
+        return;
+    }
+    fmt::print("\n{} configuration ({}):\n{}", a.emit == "deepspeed" ? "DeepSpeed" : a.emit,
+               a.emit == "deepspeed" ? "ds_config.json" : "python", text);
+}
 
 std::string row(const advisor::SweepResult& r) {
     return fmt::format("{:>10} {:>11.1f} {:>5.1f}% {:>10} {:>11}  {}", format_seconds(r.step_time_s), r.samples_per_s,
@@ -114,6 +139,7 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
                               : r.why);
             break;
         }
+    emit_recommendation(best.candidate.config, a);
 }
 
 }  // namespace
@@ -133,6 +159,10 @@ void add_advise_command(CLI::App& app) {
     cmd->add_option("--memory-headroom", adv->headroom, "keep this share of usable device memory free, e.g. 10% or 0.1")
         ->capture_default_str();
     cmd->add_option("--axis", adv->axes, "search these axes (key=v1,v2,...) instead of the default space");
+    cmd->add_option("--emit", adv->emit,
+                    "write the recommendation as a DeepSpeed JSON, a Lightning Trainer or a torch DDP/FSDP call")
+        ->check(CLI::IsMember({"deepspeed", "lightning", "torch"}));
+    cmd->add_option("--emit-out", adv->emit_out, "write the --emit output to this file (default: a section on stdout)");
     cmd->footer(
         "Example:\n  dtsim advise --model llama2-7b --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
         "      --precision bf16-mixed --global-batch 256 --memory-headroom 10%");
