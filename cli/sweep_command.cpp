@@ -2,6 +2,7 @@
 // --space) and list them as a table, CSV or JSON.
 #include "commands.hpp"
 #include "config_options.hpp"
+#include "dtsim/advisor/mpi_sweep.hpp"
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
 #include "dtsim/profiler/presets.hpp"
@@ -100,7 +101,16 @@ void add_sweep_command(CLI::App& app) {
         const sim::Config base = make_config(*opts);
         const auto candidates = advisor::enumerate(space_from_options(*sweep), base);
         const calib::Calibration cal = calib::load_hardware(opts->hardware);
-        const auto results = run_with_progress(candidates, cal);
+        std::vector<advisor::SweepResult> results;
+        if (advisor::launched_by_mpirun()) {
+            // Under mpirun: each rank simulates every size-th configuration and rank 0
+            // prints what one process would; the other ranks print nothing.
+            auto d = advisor::run_sweep_mpi(candidates, cal);
+            if (d.rank != 0) return;
+            results = std::move(d.results);
+        } else {
+            results = run_with_progress(candidates, cal);
+        }
         if (sweep->format == "csv")
             fmt::print("{}", advisor::sweep_csv(results));
         else if (sweep->format == "json")
