@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     dtsim::cli::add_validate_command(app);
     dtsim::cli::add_sweep_command(app);
     dtsim::cli::add_advise_command(app);
+    dtsim::cli::add_scale_command(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) {

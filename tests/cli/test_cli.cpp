@@ -247,6 +247,17 @@ TEST_CASE("README: advise recommends a configuration that fits, sweep writes CSV
     CHECK(rows == 1 + 4);  // a header and one row per configuration
 }
 
+TEST_CASE("README: scale prints efficiency per GPU count and writes the SVG plot") {
+    Run r = run_dtsim("scale --model gpt2 --strategy fsdp --micro-batch 4 --gpus 8,16,32 --plot scale.svg");
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("100.0%") && Catch::Contains("wrote scale.svg"));
+    const std::string svg = read_text(scratch_dir() / "scale.svg");
+    CHECK_THAT(svg, Catch::StartsWith("<svg") && Catch::Contains("<polyline"));
+    Run bad = run_dtsim("scale --model gpt2 --gpus 8,12");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("--gpus"));
+}
+
 TEST_CASE("a failing run leaves an existing trace file untouched") {
     const fs::path trace = scratch_dir() / "keep.json";
     std::ofstream(trace) << "previous trace";

@@ -1,0 +1,55 @@
+// `dtsim scale`: one configuration simulated at several GPU counts, with
+// throughput, scaling efficiency and the step's breakdown at each.
+#pragma once
+
+#include "dtsim/advisor/svg_plot.hpp"
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/config.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dtsim::advisor {
+
+struct ScalePoint {
+    int gpus = 0;
+    sim::Topology topology;
+    bool simulated = false;  // false: the configuration is invalid at this count (see why)
+    double step_time_s = 0;  // weighted average over the strategy's phases
+    double samples_per_s = 0;
+    double tokens_per_s = 0;
+    // (samples/s / GPUs) relative to the baseline point's; 0 without a baseline.
+    double efficiency = 0;
+    double compute_s = 0;
+    double exposed_comm_s = 0;
+    std::int64_t peak_memory_bytes = 0;
+    std::int64_t usable_memory_bytes = 0;
+    bool fits = false;
+    std::string why;  // why it does not fit or is invalid
+};
+
+struct ScaleResult {
+    std::vector<ScalePoint> points;
+    int baseline_gpus = 0;  // the first count that was simulated and fits; 0 if none
+};
+
+// "8,16,32" -> {8, 16, 32}. Throws ConfigError naming --gpus for an empty
+// list, a non-number or a count < 1.
+std::vector<int> parse_gpu_counts(const std::string& list);
+
+// G <= gpus_per_node: one node of G GPUs; otherwise G / gpus_per_node nodes.
+// Throws ConfigError naming --gpus when G is not a multiple of gpus_per_node.
+sim::Topology scale_topology(int gpus, int gpus_per_node);
+
+// Simulates `base` at each GPU count (every count is checked before any is simulated).
+ScaleResult run_scaling(const sim::Config& base, const std::vector<int>& gpu_counts, int gpus_per_node,
+                        const calib::Calibration& calibration);
+
+std::string scaling_json(const ScaleResult& result);
+
+// Samples/s (left axis) and scaling efficiency (right axis) over the GPU
+// counts that were simulated and fit.
+LinePlot scaling_plot(const ScaleResult& result, const std::string& title);
+
+}  // namespace dtsim::advisor
