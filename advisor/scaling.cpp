@@ -11,13 +11,6 @@
 #include <memory>
 
 namespace dtsim::advisor {
-namespace {
-
-std::string gib_of(std::int64_t bytes) {
-    return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
-}  // namespace
 
 std::vector<int> parse_gpu_counts(const std::string& list) {
     std::vector<int> out;
@@ -63,26 +56,8 @@ ScaleResult run_scaling(const sim::Config& base, const std::vector<int>& gpu_cou
         p.topology = topologies[i];
         sim::Config c = base;
         c.topology = p.topology;
-        try {
-            c.validate();
-            if (!workload) workload = std::make_shared<const models::Workload>(sim::build_workload(c));
-            const sim::PhasedResult r = sim::simulate_phases(workload, c, calibration);
-            const sim::Metrics& m = r.headline.metrics;
-            p.simulated = true;
-            p.step_time_s = r.average_step_time_s;
-            p.samples_per_s = m.samples_per_s;
-            p.tokens_per_s = m.tokens_per_s;
-            p.compute_s = m.compute_s;
-            p.exposed_comm_s = m.exposed_comm_s;
-            p.peak_memory_bytes = m.peak_memory_bytes;
-            p.usable_memory_bytes = m.usable_memory_bytes;
-            p.fits = m.fits;
-            if (!m.fits)
-                p.why = fmt::format("does not fit: needs {} per GPU, {} usable", gib_of(m.peak_memory_bytes),
-                                    gib_of(m.usable_memory_bytes));
-        } catch (const Error& e) {
-            p.why = e.what();
-        }
+        // One workload for every count: the per-GPU micro-batch does not change.
+        static_cast<Outcome&>(p) = simulate_outcome(c, workload, calibration);
         result.points.push_back(std::move(p));
     }
     for (const auto& p : result.points)

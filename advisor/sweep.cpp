@@ -51,6 +51,34 @@ std::string gib(std::int64_t bytes) {
     return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
 }
 
+Outcome simulate_outcome(const sim::Config& config, std::shared_ptr<const models::Workload>& workload,
+                         const calib::Calibration& calibration) {
+    Outcome r;
+    try {
+        config.validate();
+        if (!workload) workload = std::make_shared<const models::Workload>(sim::build_workload(config));
+        const sim::PhasedResult p = sim::simulate_phases(workload, config, calibration);
+        const sim::Metrics& m = p.headline.metrics;
+        r.simulated = true;
+        r.step_time_s = p.average_step_time_s;
+        r.samples_per_s = m.samples_per_s;
+        r.tokens_per_s = m.tokens_per_s;
+        r.mfu = m.mfu;
+        r.compute_s = m.compute_s;
+        r.exposed_comm_s = m.exposed_comm_s;
+        r.peak_memory_bytes = m.peak_memory_bytes;
+        r.usable_memory_bytes = m.usable_memory_bytes;
+        r.fits = m.fits;
+        if (!m.fits)
+            r.why = fmt::format("does not fit: needs {} per GPU, {} usable (over by {})", gib(m.peak_memory_bytes),
+                                gib(m.usable_memory_bytes), gib(m.peak_memory_bytes - m.usable_memory_bytes));
+    } catch (const Error& e) {
+        r = Outcome{};
+        r.why = e.what();
+    }
+    return r;
+}
+
 std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, const calib::Calibration& calibration,
                                    const SweepProgress& progress) {
     std::map<WorkloadKey, std::shared_ptr<const models::Workload>> workloads;
@@ -58,36 +86,11 @@ std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, con
     out.reserve(candidates.size());
     for (const auto& c : candidates) {
         SweepResult r;
-        r.candidate = c;
-        if (!c.skip_reason.empty()) {
+        if (c.skip_reason.empty())
+            static_cast<Outcome&>(r) = simulate_outcome(c.config, workloads[key_of(c.config)], calibration);
+        else
             r.why = c.skip_reason;
-        } else {
-            try {
-                c.config.validate();
-                auto& w = workloads[key_of(c.config)];
-                if (!w) w = std::make_shared<const models::Workload>(sim::build_workload(c.config));
-                const sim::PhasedResult p = sim::simulate_phases(w, c.config, calibration);
-                const sim::Metrics& m = p.headline.metrics;
-                r.simulated = true;
-                r.step_time_s = p.average_step_time_s;
-                r.samples_per_s = m.samples_per_s;
-                r.tokens_per_s = m.tokens_per_s;
-                r.mfu = m.mfu;
-                r.compute_s = m.compute_s;
-                r.exposed_comm_s = m.exposed_comm_s;
-                r.peak_memory_bytes = m.peak_memory_bytes;
-                r.usable_memory_bytes = m.usable_memory_bytes;
-                r.fits = m.fits;
-                if (!m.fits)
-                    r.why =
-                        fmt::format("does not fit: needs {} per GPU, {} usable (over by {})", gib(m.peak_memory_bytes),
-                                    gib(m.usable_memory_bytes), gib(m.peak_memory_bytes - m.usable_memory_bytes));
-            } catch (const Error& e) {
-                r.simulated = false;
-                r.fits = false;
-                r.why = e.what();
-            }
-        }
+        r.candidate = c;
         out.push_back(std::move(r));
         if (progress) progress(out.size(), candidates.size(), c);
     }

@@ -2,6 +2,8 @@
 // throughput, scaling efficiency and the step's breakdown at each.
 #pragma once
 
+#include "dtsim/advisor/sweep.hpp"
+
 #include "dtsim/advisor/svg_plot.hpp"
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/sim/config.hpp"
@@ -12,21 +14,11 @@
 
 namespace dtsim::advisor {
 
-struct ScalePoint {
+struct ScalePoint : Outcome {
     int gpus = 0;
     sim::Topology topology;
-    bool simulated = false;  // false: the configuration is invalid at this count (see why)
-    double step_time_s = 0;  // weighted average over the strategy's phases
-    double samples_per_s = 0;
-    double tokens_per_s = 0;
     // (samples/s / GPUs) relative to the baseline point's; 0 without a baseline.
     double efficiency = 0;
-    double compute_s = 0;
-    double exposed_comm_s = 0;
-    std::int64_t peak_memory_bytes = 0;
-    std::int64_t usable_memory_bytes = 0;
-    bool fits = false;
-    std::string why;  // why it does not fit or is invalid
 };
 
 struct ScaleResult {

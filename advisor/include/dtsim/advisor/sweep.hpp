@@ -6,13 +6,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace dtsim::advisor {
 
-struct SweepResult {
-    Candidate candidate;
+// One configuration simulated into the figures sweeps, advice and scaling
+// report, or why it could not be.
+struct Outcome {
     bool simulated = false;  // false: skipped or a ConfigError (see why)
     double step_time_s = 0;  // weighted average over the strategy's phases
     double samples_per_s = 0;
@@ -24,6 +26,15 @@ struct SweepResult {
     std::int64_t usable_memory_bytes = 0;
     bool fits = false;
     std::string why;  // why it does not fit, was skipped or is invalid
+};
+
+// Simulates `config` (all its phases) into an Outcome; a user error becomes
+// `why`. `workload` is the config's workload, built here when null.
+Outcome simulate_outcome(const sim::Config& config, std::shared_ptr<const models::Workload>& workload,
+                         const calib::Calibration& calibration);
+
+struct SweepResult : Outcome {
+    Candidate candidate;
 };
 
 // Called after each configuration: (done, total, the configuration just simulated).
