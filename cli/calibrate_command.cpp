@@ -10,6 +10,7 @@
 #include "dtsim/profiler/cpu_benchmarks.hpp"
 #include "dtsim/profiler/fit.hpp"
 #include "dtsim/profiler/host_info.hpp"
+#include "dtsim/profiler/mpi_init.hpp"
 #include "dtsim/profiler/nccl_tests_import.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
@@ -47,32 +48,18 @@ struct CalibrateOptions {
     std::string scope = "intra_node";
 };
 
-// MPI for the length of one calibration; started here when mpirun did not.
+// The ranks of this calibration (MPI started here when mpirun did not).
 class MpiSession {
 public:
     MpiSession() {
-        int initialized = 0;
-        MPI_Initialized(&initialized);
-        if (!initialized) {
-            int provided = 0;
-            MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-            owns_ = true;
-        }
+        profiler::ensure_mpi();
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
     }
-    ~MpiSession() {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (owns_ && !finalized) MPI_Finalize();
-    }
-    MpiSession(const MpiSession&) = delete;
-    MpiSession& operator=(const MpiSession&) = delete;
     int rank() const { return rank_; }
     int size() const { return size_; }
 
 private:
-    bool owns_ = false;
     int rank_ = 0, size_ = 1;
 };
 

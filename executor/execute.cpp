@@ -452,21 +452,6 @@ Mode mode_from_string(std::string_view s) {
     throw ConfigError(fmt::format("unknown execution mode '{}': use replay or train.", s));
 }
 
-void ensure_mpi() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized != 0) return;
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    std::atexit([] {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (finalized == 0) MPI_Finalize();
-    });
-}
-
 ExecResult execute(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
                    const ExecOptions& options) {
     int initialized = 0;

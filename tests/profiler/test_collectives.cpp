@@ -4,6 +4,7 @@
 // runs on 2 ranks.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
+#include "dtsim/profiler/mpi_init.hpp"
 
 #include "../../profiler/collectives/collective_table.hpp"
 
@@ -20,22 +21,7 @@ using dtsim::calib::CollectiveKind;
 
 namespace {
 
-// Initialises MPI once (a singleton when not started by mpirun) and finalises
-// it at exit. Open MPI refuses to run as root without these variables.
-void ensure_mpi() {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized != 0) return;
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-    std::atexit([] {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (finalized == 0) MPI_Finalize();
-    });
-}
+using dtsim::profiler::ensure_mpi;
 
 int world_size() {
     int n = 0;

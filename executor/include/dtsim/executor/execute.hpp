@@ -22,6 +22,7 @@
 #pragma once
 
 #include "dtsim/models/workload.hpp"
+#include "dtsim/profiler/mpi_init.hpp"
 #include "dtsim/sim/config.hpp"
 #include "dtsim/sim/plan.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -84,7 +85,7 @@ struct ExecResult {
 // Initialises MPI with MPI_THREAD_MULTIPLE when nobody has (a singleton
 // outside mpirun) and finalises it at exit. Sets OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM)
 // unless already set.
-void ensure_mpi();
+using profiler::ensure_mpi;
 
 ExecResult execute(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
                    const ExecOptions& options);

@@ -1,0 +1,11 @@
+// MPI for the commands and tests that need it: initialised once with
+// MPI_THREAD_MULTIPLE (a singleton when not started by mpirun) and finalised
+// at exit. Open MPI refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM),
+// which are set unless the caller set them.
+#pragma once
+
+namespace dtsim::profiler {
+
+void ensure_mpi();
+
+}  // namespace dtsim::profiler
