@@ -80,19 +80,8 @@ std::string scaling_json(const ScaleResult& result) {
         o["gpus"] = p.gpus;
         o["nodes"] = p.topology.nodes;
         o["gpus_per_node"] = p.topology.gpus_per_node;
-        o["simulated"] = p.simulated;
-        if (p.simulated) {
-            o["step_time_s"] = p.step_time_s;
-            o["samples_per_s"] = p.samples_per_s;
-            o["tokens_per_s"] = p.tokens_per_s;
-            o["scaling_efficiency"] = p.efficiency;
-            o["compute_s"] = p.compute_s;
-            o["exposed_comm_s"] = p.exposed_comm_s;
-            o["peak_memory_bytes"] = p.peak_memory_bytes;
-            o["usable_memory_bytes"] = p.usable_memory_bytes;
-        }
-        o["fits"] = p.fits;
-        o["why"] = p.why;
+        if (p.simulated) o["scaling_efficiency"] = p.efficiency;
+        add_outcome_fields(o, p);
         arr.push_back(std::move(o));
     }
     j["points"] = std::move(arr);

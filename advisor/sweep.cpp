@@ -79,6 +79,22 @@ Outcome simulate_outcome(const sim::Config& config, std::shared_ptr<const models
     return r;
 }
 
+void add_outcome_fields(nlohmann::ordered_json& j, const Outcome& o) {
+    j["simulated"] = o.simulated;
+    if (o.simulated) {
+        j["step_time_s"] = o.step_time_s;
+        j["samples_per_s"] = o.samples_per_s;
+        j["tokens_per_s"] = o.tokens_per_s;
+        j["mfu"] = o.mfu;
+        j["compute_s"] = o.compute_s;
+        j["exposed_comm_s"] = o.exposed_comm_s;
+        j["peak_memory_bytes"] = o.peak_memory_bytes;
+        j["usable_memory_bytes"] = o.usable_memory_bytes;
+    }
+    j["fits"] = o.fits;
+    j["why"] = o.why;
+}
+
 std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, const calib::Calibration& calibration,
                                    const SweepProgress& progress) {
     std::map<WorkloadKey, std::shared_ptr<const models::Workload>> workloads;
@@ -133,17 +149,7 @@ std::string sweep_json(const std::vector<SweepResult>& results) {
         j["settings"] = settings;
         j["micro_batch"] = r.candidate.config.micro_batch;
         j["grad_accum"] = r.candidate.config.grad_accum;
-        j["simulated"] = r.simulated;
-        if (r.simulated) {
-            j["step_time_s"] = r.step_time_s;
-            j["samples_per_s"] = r.samples_per_s;
-            j["tokens_per_s"] = r.tokens_per_s;
-            j["mfu"] = r.mfu;
-            j["exposed_comm_s"] = r.exposed_comm_s;
-            j["peak_memory_bytes"] = r.peak_memory_bytes;
-        }
-        j["fits"] = r.fits;
-        j["why"] = r.why;
+        add_outcome_fields(j, r);
         arr.push_back(std::move(j));
     }
     return arr.dump(2) + "\n";

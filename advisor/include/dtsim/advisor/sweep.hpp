@@ -5,6 +5,8 @@
 #include "dtsim/profiler/calibration.hpp"
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,6 +34,9 @@ struct Outcome {
 // `why`. `workload` is the config's workload, built here when null.
 Outcome simulate_outcome(const sim::Config& config, std::shared_ptr<const models::Workload>& workload,
                          const calib::Calibration& calibration);
+
+// The Outcome's fields into a JSON object (sweep and scale output).
+void add_outcome_fields(nlohmann::ordered_json& j, const Outcome& o);
 
 struct SweepResult : Outcome {
     Candidate candidate;
