@@ -32,6 +32,25 @@ RepeatPolicy repeat_policy(bool quick) {
     return p;
 }
 
+namespace {
+
+// A data-parallel step runs at the pace of its slowest rank (every rank waits
+// at the next collective), and cores are not equal (siblings, neighbours): the
+// calibration keeps the slowest rank's figure, like the collectives' time
+// columns. It is then also the same on every rank.
+double slowest_time(double local) {
+    double out = 0;
+    MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return out;
+}
+double slowest_rate(double local) {
+    double out = 0;
+    MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    return out;
+}
+
+}  // namespace
+
 calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressFn& progress,
                                  const std::function<void(std::string_view)>& report) {
     int rank = 0, size = 1;
@@ -57,15 +76,21 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     std::vector<GemmShape> shapes = default_gemm_shapes(o.quick);
     shapes.insert(shapes.end(), o.extra_gemm_shapes.begin(), o.extra_gemm_shapes.end());
     c.gemm_points = bench_gemm(shapes, policy, phase(0.0, 0.35));
+    for (auto& p : c.gemm_points) p.time_us = slowest_time(p.time_us);
     // A CPU has no datasheet peak here: the fit estimates it as the rate large GEMMs approach.
     c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
 
     progress("memory bandwidth", 0.35);
-    const MemoryResult mem = bench_memory(o.quick, policy, phase(0.35, 0.40));
+    MemoryResult mem = bench_memory(o.quick, policy, phase(0.35, 0.40));
+    mem.stream_gbps = slowest_rate(mem.stream_gbps);
+    mem.memcpy_gbps = slowest_rate(mem.memcpy_gbps);
+    mem.kernel_overhead_us = slowest_time(mem.kernel_overhead_us);
     progress("file write and read (NVMe offload path)", 0.40);
-    const FileIoResult io = bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
+    FileIoResult io = bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
+    io.read_gbps = slowest_rate(io.read_gbps);
+    io.write_gbps = slowest_rate(io.write_gbps);
     progress("CPU Adam", 0.48);
-    const double adam = bench_cpu_adam_params_per_s(o.quick ? (1 << 20) : (16 << 20), policy);
+    const double adam = slowest_rate(bench_cpu_adam_params_per_s(o.quick ? (1 << 20) : (16 << 20), policy));
 
     c.device.name = fmt::format("CPU rank ({})", host.cpu_model);
     c.device.memory_bytes = host.memory_bytes / std::max(1, size);
@@ -85,6 +110,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.min_bytes = 1024;
         sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
         sweep.factor = o.quick ? 4 : 2;
+        sweep.extra_sizes = o.extra_collective_sizes;
         const auto rows = bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
         for (CollectiveKind kind : sweep.kinds) {
             std::vector<CollectiveRow> of_kind;

@@ -32,9 +32,6 @@ void release_scratch(Scratch& s);
 // Replays one task's work. `comm`: the task's group communicator (collectives only).
 void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s, MPI_Comm comm);
 
-// Streams `bytes` through the scratch (half read, half written), chunk by chunk.
-void memory_pass(std::int64_t bytes, std::vector<float>& mem);
-
 // Train mode: a real MLP under DDP on this rank's shard of the global batch.
 class MlpTrainer {
 public:

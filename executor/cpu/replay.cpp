@@ -2,6 +2,7 @@
 #include "cpu_backend.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/profiler/memory_pass.hpp"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -16,9 +17,10 @@
 namespace dtsim::executor::cpu {
 namespace {
 
+using profiler::memory_pass;
 using sim::TaskKind;
 // Memory passes, copies and host loops stream through at most this much scratch.
-constexpr std::int64_t kMemScratchFloats = 8 * 1024 * 1024;  // 32 MiB
+constexpr std::int64_t kMemScratchFloats = profiler::kMemoryPassScratchBytes / 4;
 constexpr std::int64_t kIoChunkBytes = 8 * 1024 * 1024;
 
 std::int64_t floats_of(std::int64_t bytes) {
@@ -106,18 +108,6 @@ void file_io(const sim::Task& t, Scratch& s) {
 }
 
 }  // namespace
-
-void memory_pass(std::int64_t bytes, std::vector<float>& mem) {
-    const auto half = static_cast<std::int64_t>(mem.size()) / 2;
-    if (half == 0 || bytes <= 0) return;
-    float* src = mem.data();
-    float* dst = mem.data() + half;
-    // Read n floats, write n floats: 8 bytes per element.
-    for (std::int64_t left = std::max<std::int64_t>(1, bytes / 8); left > 0; left -= half) {
-        const std::int64_t n = std::min(half, left);
-        for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i] * 0.999f + 0.001f;
-    }
-}
 
 void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, int stream, int world,
                   const std::string& file) {

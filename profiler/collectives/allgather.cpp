@@ -22,16 +22,16 @@ double busbw_factor(int nranks) {
     return static_cast<double>(nranks - 1) / nranks;
 }
 
+// In place: this rank's block of `recv` holds its input.
 void init(Buffers& b) {
-    const auto n = static_cast<std::size_t>(b.count);
-    b.send.resize(n);
+    b.send = {};
     b.recv.assign(static_cast<std::size_t>(b.count * b.nranks), 0.0f);
-    for (std::size_t i = 0; i < n; ++i) b.send[i] = input_value(b.rank, static_cast<std::int64_t>(i));
+    for (std::int64_t i = 0; i < b.count; ++i)
+        b.recv[static_cast<std::size_t>(b.rank * b.count + i)] = input_value(b.rank, i);
 }
 
 void run(Buffers& b) {
-    const int count = mpi_count(b.count);
-    MPI_Allgather(b.send.data(), count, MPI_FLOAT, b.recv.data(), count, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_COMM_WORLD);
 }
 
 // Block r of the result is rank r's send buffer.
@@ -48,15 +48,11 @@ std::int64_t check(const Buffers& b) {
 }  // namespace
 
 const CollectiveTable& allgather_table() {
-    static const CollectiveTable table{"all_gather",
-                                       calib::CollectiveKind::allgather,
-                                       "none",
-                                       -1,
-                                       count_for_bytes,
-                                       total_bytes,
-                                       busbw_factor,
-                                       init,
-                                       run,
+    static const CollectiveTable table{"all_gather", calib::CollectiveKind::allgather,
+                                       "none",       -1,
+                                       true,         count_for_bytes,
+                                       total_bytes,  busbw_factor,
+                                       init,         run,
                                        check};
     return table;
 }

@@ -49,15 +49,11 @@ std::int64_t check(const Buffers& b) {
 }  // namespace
 
 const CollectiveTable& broadcast_table() {
-    static const CollectiveTable table{"broadcast",
-                                       calib::CollectiveKind::broadcast,
-                                       "none",
-                                       kRoot,
-                                       count_for_bytes,
-                                       total_bytes,
-                                       busbw_factor,
-                                       init,
-                                       run,
+    static const CollectiveTable table{"broadcast", calib::CollectiveKind::broadcast,
+                                       "none",      kRoot,
+                                       false,       count_for_bytes,
+                                       total_bytes, busbw_factor,
+                                       init,        run,
                                        check};
     return table;
 }

@@ -25,6 +25,10 @@ struct CollectiveTable {
     calib::CollectiveKind kind;
     std::string_view redop;  // nccl-tests' redop column: "sum" or "none"
     int root;                // nccl-tests' root column: -1 when the collective has none
+    // Whether the timed call works in place (MPI_IN_PLACE), as the executor's
+    // and the frameworks' calls do (DDP's bucket allreduce, the flat-parameter
+    // all-gather into the buffer that holds the local shard).
+    bool in_place;
     // The collective's count argument for a requested size in bytes (at least 1).
     std::int64_t (*count_for_bytes)(std::int64_t target_bytes, int nranks);
     // nccl-tests' size S in bytes for a count argument.

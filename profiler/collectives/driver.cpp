@@ -114,7 +114,8 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
                   static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), nranks);
     out += buf;
     out += "#\n";
-    std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s            out-of-place\n", "", "", "", "", "");
+    std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s            %s\n", "", "", "", "", "",
+                  table.in_place ? "in-place" : "out-of-place");
     out += buf;
     std::snprintf(buf, sizeof buf, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
                   "redop", "root", "time", "algbw", "busbw", "#wrong");
@@ -152,13 +153,27 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
     MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
 
     std::vector<CollectiveRow> rows;
-    const double steps = static_cast<double>(sweep.kinds.size() * sizes.size());
-    int step = 0;
+    std::vector<std::vector<std::int64_t>> sizes_by_kind;
+    std::size_t total = 0;
     for (const calib::CollectiveKind kind : sweep.kinds) {
+        auto& mine = sizes_by_kind.emplace_back(sizes);
+        for (const auto& [k, bytes] : sweep.extra_sizes)
+            if (k == kind && bytes > 0) mine.push_back(bytes);
+        std::sort(mine.begin(), mine.end());
+        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+        total += mine.size();
+    }
+    const double steps = static_cast<double>(total);
+    int step = 0;
+    for (std::size_t kind_index = 0; kind_index < sweep.kinds.size(); ++kind_index) {
+        const calib::CollectiveKind kind = sweep.kinds[kind_index];
         const CollectiveTable& table = collectives::table_for(kind);
-        for (const std::int64_t target : sizes) {
+        std::int64_t last_bytes = -1;
+        for (const std::int64_t target : sizes_by_kind[kind_index]) {
             b.count = table.count_for_bytes(target, b.nranks);
             const std::int64_t bytes = table.total_bytes(b.count, b.nranks);
+            if (bytes == last_bytes) continue;  // two requests rounding to one count
+            last_bytes = bytes;
             if (progress) {
                 progress(std::string(table.name) + " " + std::to_string(bytes) + " B", step / steps);
             }

@@ -1,8 +1,9 @@
-// Compute/communication interference: a cblas_sgemm loop on the calling
-// thread while a second thread runs large allreduces, each compared with its
-// time alone.
+// Compute/communication interference: large allreduces on the calling thread
+// while a second thread, at the executor's compute priority, loops
+// cblas_sgemm; each compared with its rate alone.
 #include "collective_table.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
+#include "dtsim/profiler/thread_priority.hpp"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -15,6 +16,9 @@
 
 namespace dtsim::profiler {
 namespace {
+
+// Compute that all but stops under communication is recorded as this slow.
+constexpr double kMaxSlowdown = 100;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -83,8 +87,9 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
     if (all_ok == 0) return {1.0, 1.0};
 
     openblas_set_num_threads(1);
-    Gemm gemm(quick ? 192 : 768);
-    CommBuffers buf(static_cast<std::size_t>(quick ? (1 << 20) : (32 << 20)) / sizeof(float));
+    // Small GEMMs, so that the compute done inside the window is counted finely.
+    Gemm gemm(quick ? 192 : 256);
+    CommBuffers buf(static_cast<std::size_t>(quick ? (1 << 20) : (8 << 20)) / sizeof(float));
     const int comm_iters = std::clamp(quick ? 5 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
 
     // Compute alone (local to each rank).
@@ -95,23 +100,36 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double comm_alone_us = slowest_median_us(allreduce_loop(buf, comm_iters));
 
-    // Both at once: GEMMs on this thread for as long as the allreduces run.
+    // Both at once: the allreduces on this thread, GEMMs on a thread at the
+    // compute priority of the executor (thread_priority.hpp) for as long as
+    // they run. Compute's rate is the GEMM work done in that window over the
+    // window: with communication first it can be close to zero.
     MPI_Barrier(MPI_COMM_WORLD);
     std::atomic<bool> comm_done{false};
-    std::vector<double> comm_local;
-    std::thread comm([&] {
-        comm_local = allreduce_loop(buf, comm_iters);
-        comm_done.store(true, std::memory_order_release);
-    });
     std::vector<double> compute_times;
-    while (!comm_done.load(std::memory_order_acquire)) compute_times.push_back(gemm.run());
-    comm.join();
-    if (compute_times.empty()) compute_times.push_back(compute_alone_us);
+    std::thread compute([&] {
+        lower_this_thread_priority();
+        while (!comm_done.load(std::memory_order_acquire)) compute_times.push_back(gemm.run());
+    });
+    const auto window_start = std::chrono::steady_clock::now();
+    std::vector<double> comm_local = allreduce_loop(buf, comm_iters);
+    const double window_us = seconds_since(window_start) * 1e6;
+    comm_done.store(true, std::memory_order_release);
+    compute.join();
+    // The GEMM still running when the window closed counts for the part of it inside.
+    double compute_work_us = 0;
+    double elapsed_us = 0;
+    for (double t : compute_times) {
+        const double inside = std::min(t, window_us - elapsed_us);
+        if (inside <= 0) break;
+        compute_work_us += compute_alone_us * inside / t;
+        elapsed_us += t;
+    }
     const double comm_together_us = slowest_median_us(std::move(comm_local));
-    const double compute_together_us = summarize(std::move(compute_times)).median_us;
+    const double compute_slowdown =
+        compute_work_us > 0 ? std::min(kMaxSlowdown, window_us / compute_work_us) : kMaxSlowdown;
 
     calib::OverlapSpec spec;
-    const double compute_slowdown = compute_alone_us > 0 ? compute_together_us / compute_alone_us : 1.0;
     spec.compute_slowdown_under_comm = std::max(1.0, mean_over_ranks(compute_slowdown));
     spec.comm_slowdown_under_compute = std::max(1.0, comm_alone_us > 0 ? comm_together_us / comm_alone_us : 1.0);
     return spec;

@@ -47,9 +47,12 @@ std::int64_t check(const Buffers& b) {
 }  // namespace
 
 const CollectiveTable& reduce_table() {
-    static const CollectiveTable table{
-        "reduce", calib::CollectiveKind::reduce, "sum", kRoot, count_for_bytes, total_bytes, busbw_factor, init, run,
-        check};
+    static const CollectiveTable table{"reduce",    calib::CollectiveKind::reduce,
+                                       "sum",       kRoot,
+                                       false,       count_for_bytes,
+                                       total_bytes, busbw_factor,
+                                       init,        run,
+                                       check};
     return table;
 }
 

@@ -50,6 +50,7 @@ const CollectiveTable& reduce_scatter_table() {
                                        calib::CollectiveKind::reduce_scatter,
                                        "sum",
                                        -1,
+                                       false,
                                        count_for_bytes,
                                        total_bytes,
                                        busbw_factor,

@@ -1,6 +1,7 @@
 // Memory microbenchmarks of the CPU backend: the streaming bandwidth that
 // elementwise kernels see, host copy bandwidth, and the fixed cost of a kernel.
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/memory_pass.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -18,13 +19,6 @@ double elapsed_us(std::chrono::steady_clock::time_point start) {
 // Keeps results observable so that the compiler cannot drop the kernels.
 volatile float g_sink = 0;
 
-// The elementwise kernel: a = b * s + c (STREAM "triad"). Not inlined, so that
-// the tiny pass pays a real call as a kernel launch would.
-[[gnu::noinline]] void triad(float* __restrict a, const float* __restrict b, const float* __restrict c, float s,
-                             std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) a[i] = b[i] * s + c[i];
-}
-
 }  // namespace
 
 MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const ProgressFn& progress) {
@@ -32,19 +26,22 @@ MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const Progress
     const std::size_t bytes = (quick ? 16u : 64u) << 20;
     const std::size_t n = bytes / sizeof(float);
     // Filling the buffers touches every page before any timing.
-    std::vector<float> a(n, 0.0f), b(n, 1.0f), c(n, 2.0f);
+    std::vector<float> a(n, 0.0f), b(n, 1.0f);
     MemoryResult r;
 
     if (progress) progress("memory: stream", 0.0);
-    // Bytes moved per pass: b and c read, a written (write-allocate traffic not counted, as STREAM does).
+    // The executor's elementwise kernel over its scratch (memory_pass.hpp):
+    // bytes moved per pass = bytes read + bytes written, as the Plan counts them.
+    std::vector<float> scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    const auto pass_bytes = static_cast<std::int64_t>(bytes) * 2;
     const Measurement stream = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
-        triad(a.data(), b.data(), c.data(), 1.5f, n);
+        memory_pass(pass_bytes, scratch);
         const double us = elapsed_us(start);
-        g_sink = a[n / 2];
+        g_sink = scratch.back();
         return us;
     });
-    r.stream_gbps = 3.0 * static_cast<double>(bytes) / (stream.median_us * 1e3);
+    r.stream_gbps = static_cast<double>(pass_bytes) / (stream.median_us * 1e3);
 
     if (progress) progress("memory: memcpy", 0.4);
     // Copy bandwidth: bytes copied per second (each byte is read once and written
@@ -59,15 +56,14 @@ MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const Progress
     r.memcpy_gbps = static_cast<double>(bytes) / (copy.median_us * 1e3);
 
     if (progress) progress("memory: kernel overhead", 0.8);
-    // The fixed cost of a kernel: a 1 KiB triad pass (cache-resident), looped
-    // so that a sample is long enough to time, divided by the calls.
-    constexpr std::size_t kTiny = 1024 / sizeof(float);
+    // The fixed cost of a kernel: a 1 KiB pass (cache-resident), looped so
+    // that a sample is long enough to time, divided by the calls.
     constexpr int kCalls = 2000;
     const Measurement tiny = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < kCalls; ++i) triad(a.data(), b.data(), c.data(), 1.5f, kTiny);
+        for (int i = 0; i < kCalls; ++i) memory_pass(1024, scratch);
         const double us = elapsed_us(start);
-        g_sink = a[kTiny / 2];
+        g_sink = scratch.back();
         return us / kCalls;
     });
     r.kernel_overhead_us = tiny.median_us;

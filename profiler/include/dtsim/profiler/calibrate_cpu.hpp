@@ -17,8 +17,11 @@ namespace dtsim::profiler {
 struct CpuCalibrationOptions {
     bool quick = false;                        // a small sweep (tests, validate)
     std::vector<GemmShape> extra_gemm_shapes;  // a model's own shapes
-    std::string io_dir = ".";                  // where the file benchmark writes
-    std::string name;                          // default: <host>-cpu-<N>ranks
+    // Collective sizes (bytes S) to measure besides the sweep: the ones the
+    // plans to be priced issue (see CollectiveSweep::extra_sizes).
+    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> extra_collective_sizes;
+    std::string io_dir = ".";  // where the file benchmark writes
+    std::string name;          // default: <host>-cpu-<N>ranks
 };
 
 // The repeat policy of a quick or a full calibration.

@@ -28,6 +28,10 @@ struct CollectiveSweep {
     std::int64_t min_bytes = 1024;
     std::int64_t max_bytes = 256LL << 20;
     int factor = 2;  // size multiplier between steps (nccl-tests -f)
+    // Sizes (bytes S) measured besides the sweep's, by kind: the ones a Plan
+    // issues, so that pricing them needs no interpolation across the steps
+    // (shared-memory MPI has cliffs between powers of two).
+    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> extra_sizes;
 };
 
 // Collective over MPI_COMM_WORLD; every rank must call it. Results are the
