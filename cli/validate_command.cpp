@@ -63,23 +63,31 @@ void run_validate(ValidateOptions o) {
         if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
         const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
         ProgressBar bar(rank == 0);
+        std::vector<sim::Config> configs;
+        for (const auto& strategy : strategies) {
+            SimulateOptions so = o.config;
+            so.strategy = strategy;
+            configs.push_back(make_config(so));
+            configs.back().topology = {1, size};
+        }
         calib::Calibration cal;
         if (o.hardware_given) {
             cal = calib::load_hardware(o.config.hardware);
         } else {
-            // No calibration given: measure this machine first (quick), on every rank.
+            // No calibration given: measure this machine first (quick), on every
+            // rank, with the exact collective sizes the plans issue.
+            std::vector<sim::Plan> plans;
+            for (const auto& config : configs) plans.push_back(sim::lower(sim::build_workload(config), config));
             profiler::CpuCalibrationOptions copt;
             copt.quick = true;
+            copt.extra_collective_sizes = executor::collective_sizes(plans);
             cal = profiler::calibrate_cpu(
                 copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
         }
         std::vector<Result> results;
-        for (const auto& strategy : strategies) {
-            SimulateOptions so = o.config;
-            so.strategy = strategy;
-            sim::Config config = make_config(so);
-            config.topology = {1, size};
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+            const sim::Config& config = configs[i];
             auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
             const sim::SimResult predicted = sim::simulate(workload, config, cal);
             executor::ExecOptions eo;
@@ -88,7 +96,7 @@ void run_validate(ValidateOptions o) {
             eo.mode = executor::Mode::replay;
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
             if (rank == 0)
-                results.push_back({strategy, std::string(executor::to_string(measured.mode)),
+                results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
                                    executor::compare(predicted, measured)});
         }
         if (rank != 0) return;
@@ -107,6 +115,8 @@ void run_validate(ValidateOptions o) {
                                         {"predicted_step_time_s", c.predicted_s},
                                         {"measured_step_time_s", c.measured_s},
                                         {"error", c.error()},
+                                        {"predicted_peak_memory_bytes", c.predicted_peak_bytes},
+                                        {"measured_peak_memory_bytes", c.measured_peak_bytes},
                                         {"by_task_kind", kinds}});
             }
             fmt::print("{}\n", j.dump(2));
@@ -114,18 +124,21 @@ void run_validate(ValidateOptions o) {
         }
         fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {})\n\n", o.config.model, size,
                    size == 1 ? "" : "s", cal.name, cal.provenance.source);
-        fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", "strategy", "mode",
-                   "predicted", "measured", "error", "compute", "collective", "copy", "host");
+        fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
+                   "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
         for (const auto& [strategy, mode, c] : results)
-            fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}\n", strategy, mode,
-                       format_seconds(c.predicted_s), format_seconds(c.measured_s),
-                       percent(c.predicted_s, c.measured_s), percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
-                       percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
-                       percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
-                       percent(c.predicted_kind_s[3], c.measured_kind_s[3]));
+            fmt::print(
+                "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
+                format_seconds(c.predicted_s), format_seconds(c.measured_s), percent(c.predicted_s, c.measured_s),
+                percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
+                percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
+                percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
+                percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
+                percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
         fmt::print(
             "\n  Error = (predicted - measured) / measured; per kind, the summed task times of rank 0 "
-            "(medians over steps after the first).\n");
+            "(medians over steps after the first); peak memory: the plan's allocations at their measured "
+            "times.\n");
     });
 }
 

@@ -1,10 +1,13 @@
-// The executor's scheduler: the compute stream on the calling thread, one
-// thread per other stream, each running its tasks in issue order once their
-// dependencies have ended; per-task steady-clock timings gathered on rank 0.
+// The executor's scheduler: one thread per stream (compute at the lowest
+// priority, see profiler/thread_priority.hpp), each running its tasks in issue
+// order once their dependencies have ended; per-task steady-clock timings
+// gathered on rank 0.
 #include "dtsim/executor/execute.hpp"
 
 #include "cpu/cpu_backend.hpp"
 #include "dtsim/common/error.hpp"
+#include "dtsim/executor/measured_memory.hpp"
+#include "dtsim/profiler/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
 #include "watchdog.hpp"
 
@@ -166,9 +169,14 @@ public:
 
     void run(std::vector<double>& loss, int world) {
         std::vector<std::thread> threads;
+        // Every stream on its own thread, compute at the lowest priority
+        // (thread_priority.hpp); this thread starts steps and gathers timings.
         for (std::size_t s = 0; s < by_stream_.size(); ++s)
-            if (static_cast<int>(s) != compute_stream_ && !by_stream_[s].empty())
-                threads.emplace_back([this, s] { stream_loop(static_cast<int>(s)); });
+            if (!by_stream_[s].empty())
+                threads.emplace_back([this, s] {
+                    if (static_cast<int>(s) == compute_stream_) profiler::lower_this_thread_priority();
+                    stream_loop(static_cast<int>(s));
+                });
         try {
             for (int step = 0; step < options_.steps; ++step) {
                 MPI_Barrier(MPI_COMM_WORLD);
@@ -180,7 +188,6 @@ public:
                     ++shared_.progress;
                 }
                 shared_.cv.notify_all();
-                run_tasks(compute_stream_, step);
                 {
                     std::unique_lock lock(shared_.mu);
                     shared_.cv.wait(lock, [&] {
@@ -533,6 +540,11 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
     }
     std::vector<double> steady(r.step_time_s.begin() + (options.steps > 1 ? 1 : 0), r.step_time_s.end());
     r.median_step_time_s = median(steady);
+    for (std::size_t step = options.steps > 1 ? 1 : 0; step < r.timings.size(); ++step)
+        for (const auto& row : r.timings[step])
+            r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
+    r.peak_rss_bytes = process_peak_rss_bytes();
+    MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) r.timeline = make_measured_timeline(r, plan, workload, config);
 
     if (r.mode == Mode::replay) {
@@ -571,6 +583,10 @@ std::string format_execution_summary(const ExecResult& r) {
     out += "\n";
     out += fmt::format("  median step time{}: {:.3f} ms\n", r.steps > 1 ? " (first step excluded)" : "",
                        r.median_step_time_s * 1e3);
+    out += fmt::format(
+        "  peak memory per rank: {:.1f} MiB (the plan's allocations at their measured times); process peak RSS "
+        "{:.1f} MiB\n",
+        static_cast<double>(r.peak_memory_bytes) / (1 << 20), static_cast<double>(r.peak_rss_bytes) / (1 << 20));
     if (!r.loss.empty()) {
         out += "  loss:";
         for (double l : r.loss) out += fmt::format(" {:.6g}", l);

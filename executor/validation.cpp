@@ -28,6 +28,8 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
     Comparison c;
     c.predicted_s = predicted.metrics.step_time_s;
     c.measured_s = measured.median_step_time_s;
+    c.predicted_peak_bytes = predicted.metrics.peak_memory_bytes;
+    c.measured_peak_bytes = measured.peak_memory_bytes;
     const std::size_t first = measured.timings.size() > 1 ? 1 : 0;  // the first step is warm-up
     for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
         const std::size_t k = kind_index(plan.tasks[t].kind);
@@ -41,6 +43,16 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
         c.measured_kind_s[k] += median(std::move(samples));
     }
     return c;
+}
+
+std::vector<std::pair<calib::CollectiveKind, std::int64_t>> collective_sizes(const std::vector<sim::Plan>& plans) {
+    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> sizes;
+    for (const auto& plan : plans)
+        for (const auto& t : plan.tasks)
+            if (t.kind == sim::TaskKind::collective) sizes.emplace_back(t.collective, t.bytes);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
 }
 
 }  // namespace dtsim::executor

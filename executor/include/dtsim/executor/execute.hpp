@@ -1,6 +1,6 @@
 // The reference executor: runs a Plan for real and records when each task ran.
-// CPU backend: OpenBLAS GEMMs and memory passes on the calling thread (the
-// compute stream), one thread per other stream (real MPI collectives on one
+// CPU backend: OpenBLAS GEMMs and memory passes on the compute stream's thread
+// (at the lowest priority: communication first), one thread per other stream (real MPI collectives on one
 // communicator per stream, memcpy copies, host loops, file I/O).
 //
 // execute() is collective: every rank of MPI_COMM_WORLD calls it with the same
@@ -76,7 +76,14 @@ struct ExecResult {
     sim::Timeline timeline;
     std::vector<double> step_time_s;  // per step: the latest task end over all ranks (same on every rank)
     double median_step_time_s = 0;    // median over steps, the first excluded when steps > 1
-    std::vector<double> loss;         // train mode: per step, mean over the global batch (same on every rank)
+    // Peak device memory of a step, the Plan's allocations at their tasks'
+    // measured times (measured_memory.hpp): the maximum over ranks and over the
+    // steps after warm-up, on rank 0 (elsewhere this rank's).
+    std::int64_t peak_memory_bytes = 0;
+    // This process's peak resident set (VmHWM), maximum over ranks (same on
+    // every rank): the real tensors in train mode, scratch buffers in replay.
+    std::int64_t peak_rss_bytes = 0;
+    std::vector<double> loss;  // train mode: per step, mean over the global batch (same on every rank)
     // Train mode: this rank's parameters after the last step, by parameter index.
     std::vector<std::vector<float>> parameters;
     std::vector<std::string> notes;  // what ran for real and what was approximated or skipped

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtsim::executor {
 
@@ -20,10 +22,18 @@ struct Comparison {
     // Summed task times of rank 0 (the simulator's representative rank) by
     // kind, in kTaskKinds order; measured per task as the median over steps.
     std::array<double, kTaskKinds.size()> predicted_kind_s{}, measured_kind_s{};
+    // Peak device memory per rank: the simulator's, and the Plan's allocations
+    // at their measured times (ExecResult::peak_memory_bytes).
+    std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
 
     // (predicted - measured) / measured.
     double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
 };
+
+// The distinct (kind, bytes) of the plans' collectives, sorted: what a
+// calibration should measure exactly before pricing them
+// (profiler::CpuCalibrationOptions::extra_collective_sizes).
+std::vector<std::pair<calib::CollectiveKind, std::int64_t>> collective_sizes(const std::vector<sim::Plan>& plans);
 
 // `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
 Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);
