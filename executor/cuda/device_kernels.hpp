@@ -1,0 +1,21 @@
+// The CUDA executor's own kernels (device_kernels.cu): filling scratch buffers
+// and replaying a non-GEMM op as a memory pass. Included by nvcc (C++17) and by
+// the C++20 sources alike, so plain declarations only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dtsim::executor::cuda {
+
+// Writes `pattern` to `words` 32-bit words (a float or two 16-bit values).
+cudaError_t launch_fill_words(void* dst, std::size_t words, std::uint32_t pattern, cudaStream_t stream);
+
+// Reads `elements` floats from the first half of `buf` and writes them to the
+// second half (`half` floats each), wrapping around when `elements` > `half`:
+// 8 bytes of traffic per element, the CPU backend's memory_pass on the GPU.
+cudaError_t launch_memory_pass(float* buf, std::size_t half, std::size_t elements, cudaStream_t stream);
+
+}  // namespace dtsim::executor::cuda

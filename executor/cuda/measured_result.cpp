@@ -1,0 +1,87 @@
+// The measured result as the CPU backend fills it (executor/execute.cpp):
+// timings gathered on rank 0, step times and the measured timeline. These
+// mirror execute.cpp's private gather_step, fill_step_times, median and
+// make_measured_timeline; once those are public, this file goes.
+#include "cuda_backend.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/sim/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dtsim::executor::cuda {
+
+std::vector<std::vector<TaskTiming>> gather_on_rank0(const std::vector<TaskTiming>& mine, int rank, int world) {
+    const std::size_t n = mine.size();
+    std::vector<std::int64_t> flat;
+    flat.reserve(n * 2);
+    for (const auto& t : mine) {
+        flat.push_back(t.start_ns);
+        flat.push_back(t.end_ns);
+    }
+    std::vector<std::int64_t> all(rank == 0 ? flat.size() * static_cast<std::size_t>(world) : 0);
+    if (MPI_Gather(flat.data(), static_cast<int>(flat.size()), MPI_INT64_T, all.data(), static_cast<int>(flat.size()),
+                   MPI_INT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        throw Error("MPI_Gather of the task timings failed");
+    if (rank != 0) return {mine};
+    std::vector<std::vector<TaskTiming>> rows(static_cast<std::size_t>(world), std::vector<TaskTiming>(n));
+    for (std::size_t q = 0; q < rows.size(); ++q)
+        for (std::size_t i = 0; i < n; ++i) rows[q][i] = {all[(q * n + i) * 2], all[(q * n + i) * 2 + 1]};
+    return rows;
+}
+
+void fill_step_times(ExecResult& r) {
+    r.step_time_s.assign(r.timings.size(), 0.0);
+    for (std::size_t s = 0; s < r.timings.size(); ++s) {
+        std::int64_t end = 0;
+        for (const auto& row : r.timings[s])
+            for (const auto& t : row) end = std::max(end, t.end_ns);
+        r.step_time_s[s] = static_cast<double>(end) * 1e-9;
+    }
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
+                                     const sim::Config& config) {
+    sim::Timeline tl;
+    tl.title = fmt::format("{} {} on {} CUDA ranks ({}, measured)", config.model, config.strategy, r.world_size,
+                           to_string(r.mode));
+    for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
+    for (const auto& s : plan.streams) tl.streams.push_back(s.name);
+    std::int64_t offset = 0;  // steps laid end to end
+    for (std::size_t step = 0; step < r.timings.size(); ++step) {
+        const auto& by_rank = r.timings[step];
+        for (std::size_t rank = 0; rank < by_rank.size(); ++rank)
+            for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+                const auto& t = plan.tasks[i];
+                const auto& tm = by_rank[rank][i];
+                sim::TimelineEvent e{static_cast<int>(rank),
+                                     t.stream,
+                                     sim::task_name(plan, w, t),
+                                     std::string(to_string(t.kind)),
+                                     offset + tm.start_ns,
+                                     tm.end_ns - tm.start_ns,
+                                     {}};
+                e.args = {{"task", static_cast<std::int64_t>(i)},
+                          {"step", static_cast<std::int64_t>(step)},
+                          {"phase", std::string(to_string(t.phase))},
+                          {"micro_step", static_cast<std::int64_t>(t.micro_step)}};
+                if (t.layer >= 0) e.args.push_back({"layer", w.layers[static_cast<std::size_t>(t.layer)].name});
+                if (t.bucket >= 0) e.args.push_back({"bucket", static_cast<std::int64_t>(t.bucket)});
+                if (t.bytes > 0) e.args.push_back({"bytes", t.bytes});
+                tl.events.push_back(std::move(e));
+            }
+        offset += static_cast<std::int64_t>(r.step_time_s[step] * 1e9) + 1;
+    }
+    return tl;
+}
+
+}  // namespace dtsim::executor::cuda
