@@ -1,5 +1,6 @@
 // `mpirun -np N dtsim execute`: run the configuration's Plan for real on the
-// CPU backend (MPI + OpenBLAS) and record when every task ran.
+// CPU backend (MPI + OpenBLAS) or the CUDA backend (NCCL + cuBLAS, one GPU per
+// rank) and record when every task ran.
 #include "all_ranks.hpp"
 #include "commands.hpp"
 #include "config_options.hpp"
@@ -9,6 +10,9 @@
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "dtsim/traces/chrome_trace.hpp"
+#ifdef DTSIM_HAVE_CUDA
+#include "dtsim/executor/execute_cuda.hpp"
+#endif
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -22,16 +26,39 @@ struct ExecuteOptions {
     SimulateOptions config;
     int steps = 5;
     std::string mode = "auto";
+    std::string backend = "cpu";
     double learning_rate = 1e-2;
     double fault_timeout_s = 30;
 };
 
 // Real training where the executor can (MLPs in fp32 under DDP, FSDP, ZeRO
-// without offload), replay elsewhere.
-executor::Mode choose_mode(const std::string& requested, const sim::Config& c) {
+// without offload, on the CPU backend), replay elsewhere.
+executor::Mode choose_mode(const std::string& requested, const std::string& backend, const sim::Config& c) {
     if (requested != "auto") return executor::mode_from_string(requested);
+    if (backend == "cuda") return executor::Mode::replay;
     const bool trainable = c.model.rfind("mlp-", 0) == 0 && c.precision == sim::Precision::fp32;
     return trainable ? executor::Mode::train : executor::Mode::replay;
+}
+
+// The chosen backend's execute(); the CUDA one throws "no CUDA device: ..."
+// where no GPU is usable.
+executor::ExecResult run_backend(const std::string& backend, const sim::Plan& plan, const models::Workload& w,
+                                 const sim::Config& config, const executor::ExecOptions& options) {
+    if (backend == "cpu") return executor::execute(plan, w, config, options);
+#ifdef DTSIM_HAVE_CUDA
+    return executor::execute_cuda(plan, w, config, options);
+#else
+    throw ConfigError("--backend cuda: this dtsim was built without the CUDA toolkit; use --backend cpu.");
+#endif
+}
+
+std::string summary(const std::string& backend, const executor::ExecResult& result) {
+#ifdef DTSIM_HAVE_CUDA
+    if (backend == "cuda") return executor::format_cuda_execution_summary(result);
+#else
+    (void)backend;
+#endif
+    return executor::format_execution_summary(result);
 }
 
 void run_execute(const ExecuteOptions& o) {
@@ -48,7 +75,7 @@ void run_execute(const ExecuteOptions& o) {
         const sim::Plan plan = sim::lower(workload, config);
         executor::ExecOptions options;
         options.steps = o.steps;
-        options.mode = choose_mode(o.mode, config);
+        options.mode = choose_mode(o.mode, o.backend, config);
         options.learning_rate = o.learning_rate;
         options.fault_timeout_s = o.fault_timeout_s;
         if (!o.config.trace.empty())
@@ -57,19 +84,20 @@ void run_execute(const ExecuteOptions& o) {
             };
         executor::ExecResult result;
         try {
-            result = executor::execute(plan, workload, config, options);
+            result = run_backend(o.backend, plan, workload, config, options);
         } catch (const ConfigError&) {
             // auto: what cannot train for real (offload, hooks, ...) replays; every rank
             // decides the same before any communication.
             if (o.mode != "auto" || options.mode != executor::Mode::train) throw;
             options.mode = executor::Mode::replay;
-            result = executor::execute(plan, workload, config, options);
+            result = run_backend(o.backend, plan, workload, config, options);
         }
         if (rank != 0) return;
         if (o.config.format == "json") {
             Json j = {{"model", config.model},
                       {"strategy", config.strategy},
                       {"world_size", size},
+                      {"backend", o.backend},
                       {"mode", std::string(executor::to_string(result.mode))},
                       {"steps", result.steps},
                       {"step_time_s", result.step_time_s},
@@ -78,7 +106,7 @@ void run_execute(const ExecuteOptions& o) {
                       {"notes", result.notes}};
             fmt::print("{}\n", j.dump(2));
         } else {
-            fmt::print("{}", executor::format_execution_summary(result));
+            fmt::print("{}", summary(o.backend, result));
         }
         if (!o.config.trace.empty()) {
             traces::write_chrome_trace(result.timeline, o.config.trace);
@@ -93,7 +121,7 @@ void add_execute_command(CLI::App& app) {
     auto o = std::make_shared<ExecuteOptions>();
     auto* cmd = app.add_subcommand("execute",
                                    "run a configuration for real on this machine's ranks (CPU backend: "
-                                   "MPI + OpenBLAS) and record each task");
+                                   "MPI + OpenBLAS; CUDA backend: NCCL + cuBLAS) and record each task");
     add_options(*cmd, o->config, true, /*with_topology=*/false);
     cmd->add_option("--steps", o->steps, "training steps to run (the first is warm-up)")->capture_default_str();
     cmd->add_option(
@@ -102,6 +130,13 @@ void add_execute_command(CLI::App& app) {
            "auto")
         ->check(CLI::IsMember({"auto", "train", "replay"}))
         ->capture_default_str();
+    cmd->add_option("--backend", o->backend,
+                    "cpu: OpenBLAS GEMMs, MPI collectives, memcpy copies, host loops and file I/O, one thread per "
+                    "stream (replay or train); cuda: one GPU per rank, cuBLAS GEMMs and memory-pass kernels on the "
+                    "compute stream, NCCL on each communication stream, cudaMemcpyAsync on copy streams, timed by "
+                    "CUPTI (replay only; needs a GPU)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
     cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
     cmd->add_option("--fault-timeout", o->fault_timeout_s,
                     "stop every rank when none makes progress for this many seconds (0: never); rank 0 then "
@@ -109,8 +144,10 @@ void add_execute_command(CLI::App& app) {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->footer(
-        "Example:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
-        "--trace measured.json");
+        "Examples:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
+        "--trace measured.json\n"
+        "  mpirun -np 8 ./dtsim execute --backend cuda --model gpt2 --precision bf16-mixed --steps 5   # one rank "
+        "per GPU");
     cmd->callback([o] { run_execute(*o); });
 }
 
