@@ -4,6 +4,7 @@
 // |error|. Target on the 2-core development machine: median <= 5 %, p90 <= 10 %.
 //   mpirun -np 2 build/release/bench/accuracy [--steps 5] [--hardware cal.json] [--full-calibration]
 //       [--save-calibration cal.json]
+#include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
@@ -104,15 +105,14 @@ int main(int argc, char** argv) {
         if (!hardware.empty()) {
             cal = calib::load_hardware(hardware);
         } else {
-            // Measure the exact collective sizes the cases issue (calibrate_cpu.hpp).
-            std::vector<sim::Plan> plans;
-            for (const Case& c : cases()) {
-                const sim::Config config = config_of(c, size);
-                plans.push_back(sim::lower(sim::build_workload(config), config));
-            }
+            // The exact GEMM shapes and collective sizes the cases run.
             profiler::CpuCalibrationOptions o;
             o.quick = !full;
-            o.extra_collective_sizes = executor::collective_sizes(plans);
+            for (const Case& c : cases()) {
+                const sim::Config config = config_of(c, size);
+                const models::Workload w = sim::build_workload(config);
+                executor::add_calibration_targets(o, w, sim::lower(w, config));
+            }
             cal = profiler::calibrate_cpu(
                 o, [](std::string_view, double) {}, [](std::string_view) {});
         }

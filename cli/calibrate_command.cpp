@@ -4,6 +4,7 @@
 #include "all_ranks.hpp"
 #include "commands.hpp"
 #include "dtsim/common/error.hpp"
+#include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/models/model_registry.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
@@ -27,7 +28,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <set>
 
 namespace dtsim::cli {
 namespace {
@@ -63,27 +63,12 @@ private:
     int rank_ = 0, size_ = 1;
 };
 
-// The GEMM shapes a model runs (micro-batch 1 at `seq_len`), batched GEMMs as
-// their rows x batch; shapes too large for a CPU benchmark are left out.
+// The GEMM shapes a model runs (micro-batch 1 at `seq_len`).
 std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t seq_len, int& skipped) {
     models::WorkloadRequest request;
     request.model = model;
     request.seq_len = seq_len;
-    const models::Workload w = models::build_workload(request);
-    std::set<profiler::GemmShape> shapes;
-    skipped = 0;
-    for (const auto& layer : w.layers)
-        for (const auto* ops : {&layer.forward, &layer.backward})
-            for (const auto& op : *ops) {
-                if (op.kind != models::OpKind::gemm) continue;
-                const profiler::GemmShape s{op.m * op.batch, op.n, op.k};
-                constexpr double kMaxFlops = 2e10;  // about a second of one CPU core
-                if (2.0 * double(s.m) * double(s.n) * double(s.k) > kMaxFlops)
-                    ++skipped;
-                else
-                    shapes.insert(s);
-            }
-    return {shapes.begin(), shapes.end()};
+    return executor::gemm_shapes(models::build_workload(request), skipped);
 }
 
 void check_io_dir(const std::string& dir) {

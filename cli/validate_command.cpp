@@ -5,6 +5,7 @@
 #include "config_options.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
+#include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
@@ -75,12 +76,13 @@ void run_validate(ValidateOptions o) {
             cal = calib::load_hardware(o.config.hardware);
         } else {
             // No calibration given: measure this machine first (quick), on every
-            // rank, with the exact collective sizes the plans issue.
-            std::vector<sim::Plan> plans;
-            for (const auto& config : configs) plans.push_back(sim::lower(sim::build_workload(config), config));
+            // rank, with the exact GEMM shapes and collective sizes of the plans.
             profiler::CpuCalibrationOptions copt;
             copt.quick = true;
-            copt.extra_collective_sizes = executor::collective_sizes(plans);
+            for (const auto& config : configs) {
+                const models::Workload w = sim::build_workload(config);
+                executor::add_calibration_targets(copt, w, sim::lower(w, config));
+            }
             cal = profiler::calibrate_cpu(
                 copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));

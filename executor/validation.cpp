@@ -45,14 +45,4 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
     return c;
 }
 
-std::vector<std::pair<calib::CollectiveKind, std::int64_t>> collective_sizes(const std::vector<sim::Plan>& plans) {
-    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> sizes;
-    for (const auto& plan : plans)
-        for (const auto& t : plan.tasks)
-            if (t.kind == sim::TaskKind::collective) sizes.emplace_back(t.collective, t.bytes);
-    std::sort(sizes.begin(), sizes.end());
-    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-    return sizes;
-}
-
 }  // namespace dtsim::executor

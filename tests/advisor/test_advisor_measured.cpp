@@ -6,6 +6,7 @@
 #include "dtsim/advisor/ranking.hpp"
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
+#include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
@@ -65,11 +66,12 @@ TEST_CASE("2 ranks: the advisor's pick is measured at least as fast as default D
     advisor::add_axis(space, {"stage", {"1", "2", "3"}});
     const std::vector<advisor::Candidate> candidates = advisor::enumerate(space, base);
 
-    std::vector<sim::Plan> plans;
-    for (const auto& c : candidates) plans.push_back(sim::lower(sim::build_workload(c.config), c.config));
     profiler::CpuCalibrationOptions copt;
     copt.quick = true;
-    copt.extra_collective_sizes = executor::collective_sizes(plans);
+    for (const auto& c : candidates) {
+        const models::Workload w = sim::build_workload(c.config);
+        executor::add_calibration_targets(copt, w, sim::lower(w, c.config));
+    }
     const calib::Calibration cal = profiler::calibrate_cpu(
         copt, [](std::string_view, double) {}, [](std::string_view) {});
 

@@ -7,8 +7,6 @@
 
 #include <array>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace dtsim::executor {
 
@@ -29,11 +27,6 @@ struct Comparison {
     // (predicted - measured) / measured.
     double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
 };
-
-// The distinct (kind, bytes) of the plans' collectives, sorted: what a
-// calibration should measure exactly before pricing them
-// (profiler::CpuCalibrationOptions::extra_collective_sizes).
-std::vector<std::pair<calib::CollectiveKind, std::int64_t>> collective_sizes(const std::vector<sim::Plan>& plans);
 
 // `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
 Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);

@@ -1,0 +1,23 @@
+// What a calibration should measure exactly before it prices some plans: the
+// GEMM shapes their workloads run and the collective sizes they issue. A
+// measured point needs no interpolation, and on CPUs neither curve is smooth
+// (cache sizes; shared-memory MPI protocols switching between powers of two).
+#pragma once
+
+#include "dtsim/models/workload.hpp"
+#include "dtsim/profiler/calibrate_cpu.hpp"
+#include "dtsim/sim/plan.hpp"
+
+#include <vector>
+
+namespace dtsim::executor {
+
+// The GEMM shapes of `w`'s layers, batched GEMMs as rows x batch; shapes over
+// about a second of one core are left out and counted in `skipped`.
+std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped);
+
+// Adds `w`'s GEMM shapes and `plan`'s collective sizes to `o`'s extra points
+// (each once).
+void add_calibration_targets(profiler::CpuCalibrationOptions& o, const models::Workload& w, const sim::Plan& plan);
+
+}  // namespace dtsim::executor
