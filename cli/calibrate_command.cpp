@@ -40,7 +40,8 @@ struct CalibrateOptions {
     std::string out = "calibration.json";
     bool quick = false;
     std::string model;
-    std::int64_t seq_len = 128;
+    std::int64_t seq_len = 128;  // 0: the model's own (1 for MLPs and images)
+    std::int64_t micro_batch = 1;
     std::string io_dir = ".";
     std::string name;
     std::vector<std::string> import_nccl_tests;
@@ -63,11 +64,14 @@ private:
     int rank_ = 0, size_ = 1;
 };
 
-// The GEMM shapes a model runs (micro-batch 1 at `seq_len`).
-std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t seq_len, int& skipped) {
+// The GEMM shapes a model runs at `micro_batch` x `seq_len`; models without a
+// sequence dimension (MLPs, images) ignore `seq_len`.
+std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t micro_batch,
+                                                   std::int64_t seq_len, int& skipped) {
     models::WorkloadRequest request;
     request.model = model;
-    request.seq_len = seq_len;
+    request.micro_batch = micro_batch;
+    request.seq_len = models::has_sequence_dimension(model) ? seq_len : 0;
     return executor::gemm_shapes(models::build_workload(request), skipped);
 }
 
@@ -84,7 +88,8 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     options.io_dir = o.io_dir;
     options.name = o.name;
     int skipped = 0;
-    if (!o.model.empty() && !o.quick) options.extra_gemm_shapes = model_gemm_shapes(o.model, o.seq_len, skipped);
+    if (!o.model.empty())
+        options.extra_gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
     const Calibration c = profiler::calibrate_cpu(
         options, [&](std::string_view what, double f) { bar.update(what, f); },
         [&](std::string_view text) {
@@ -244,7 +249,10 @@ void add_calibrate_command(CLI::App& app) {
     cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
     cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
     cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses");
-    cmd->add_option("--seq-len", o->seq_len, "sequence length for --model's shapes")->capture_default_str();
+    cmd->add_option("--seq-len", o->seq_len,
+                    "sequence length for --model's shapes (models without one, MLPs and ResNet, ignore it)")
+        ->capture_default_str();
+    cmd->add_option("--micro-batch", o->micro_batch, "samples per rank for --model's shapes")->capture_default_str();
     cmd->add_option("--io-dir", o->io_dir, "directory for the file write/read benchmark (the NVMe-offload path)")
         ->capture_default_str();
     cmd->add_option("--name", o->name, "name recorded in the calibration");

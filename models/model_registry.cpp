@@ -122,6 +122,12 @@ AttentionImpl attention_from_string(std::string_view name) {
     throw ConfigError(unknown_name_message("attention implementation", name, {"flash", "sdpa", "eager"}));
 }
 
+bool has_sequence_dimension(const std::string& model) {
+    if (model.starts_with("mlp-")) return false;
+    const auto* entry = registry().find_or_null(model);
+    return entry == nullptr || !entry->value.images;
+}
+
 Workload build_workload(const WorkloadRequest& request) {
     const std::string& name = request.model;
     if (name.starts_with("mlp-")) {

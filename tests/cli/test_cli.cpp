@@ -218,6 +218,16 @@ TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibrat
     CHECK_THAT(missing.err, Catch::Contains("no_such_file.txt"));
 }
 
+TEST_CASE("calibrate --model measures the model's own GEMM shapes, MLPs included") {
+    Run r = run_dtsim("calibrate --backend cpu --quick --model mlp-2x96 --micro-batch 24 --out mlp_cal.json");
+    REQUIRE(r.exit_code == 0);
+    const auto cal = nlohmann::json::parse(read_text(scratch_dir() / "mlp_cal.json"));
+    bool forward = false;  // the layers' forward GEMM: 24 rows, 96 x 96 weights
+    for (const auto& p : cal["gemm_points"])
+        forward = forward || (p["m"] == 24 && p["n"] == 96 && p["k"] == 96);
+    CHECK(forward);
+}
+
 TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {
     Run hw = run_dtsim("hardware");
     if (hw.out.find("This machine: no usable CUDA device") == std::string::npos &&

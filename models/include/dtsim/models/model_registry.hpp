@@ -35,6 +35,10 @@ struct ModelInfo {
 // Builds the workload; an unknown model is a ConfigError that lists the valid names.
 Workload build_workload(const WorkloadRequest& request);
 
+// False for MLPs and image models, whose seq_len must be 0 or 1; true for
+// the sequence models and for names it does not know (build_workload says why).
+bool has_sequence_dimension(const std::string& model);
+
 // The listed models, plus a line for the mlp-<layers>x<width> family.
 std::vector<ModelInfo> list_models();
 // The names list_models() lists, in the same order (the MLP family as its pattern).
