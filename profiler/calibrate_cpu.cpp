@@ -127,6 +127,8 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         progress("overlap of compute and communication", 0.95);
         c.overlap = bench_overlap(o.quick, policy);
     }
+    progress("overlap of compute and host work", 0.97);
+    bench_host_overlap(o.quick, policy, c.overlap);
     return c;
 }
 

@@ -148,7 +148,9 @@ std::string to_json_text(const Calibration& c) {
                  {"nvme_read_gbps", c.host.nvme_read_gbps},
                  {"nvme_write_gbps", c.host.nvme_write_gbps}};
     j["overlap"] = {{"compute_slowdown_under_comm", c.overlap.compute_slowdown_under_comm},
-                    {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute}};
+                    {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute},
+                    {"compute_slowdown_under_host", c.overlap.compute_slowdown_under_host},
+                    {"host_slowdown_under_compute", c.overlap.host_slowdown_under_compute}};
     return j.dump(2) + "\n";
 }
 
@@ -217,6 +219,13 @@ Calibration calibration_from_json_text(const std::string& text, const std::strin
         c.overlap.comm_slowdown_under_compute = o.number("comm_slowdown_under_compute");
         if (c.overlap.compute_slowdown_under_comm < 1.0) o.fail("compute_slowdown_under_comm", "expected >= 1");
         if (c.overlap.comm_slowdown_under_compute < 1.0) o.fail("comm_slowdown_under_compute", "expected >= 1");
+        // Optional: calibrations written before host interference was measured.
+        for (auto [key, value] : {std::pair{"compute_slowdown_under_host", &c.overlap.compute_slowdown_under_host},
+                                  std::pair{"host_slowdown_under_compute", &c.overlap.host_slowdown_under_compute}})
+            if (o.has(key)) {
+                *value = o.number(key);
+                if (*value < 1.0) o.fail(key, "expected >= 1");
+            }
     }
     return c;
 }

@@ -63,7 +63,7 @@ Calibration make_preset(const PresetNumbers& p) {
     add_link_curves(c, LinkScope::inter_node, p.nic_gbps_per_gpu * 0.9, 10.0, 5.0);
     // DeepSpeed reports its SIMD CPUAdam 5-7x faster than torch.optim.Adam on the CPU (estimate).
     c.host = {p.pcie_gbps, p.pcie_gbps, p.pcie_gbps * 0.4, p.pcie_gbps * 0.4, 1.0e9, 6.0, 4.0, 0.2e9};
-    c.overlap = {1.10, 1.05};
+    c.overlap = {1.10, 1.05, 1.0, 1.0};
     return c;
 }
 

@@ -138,20 +138,27 @@ private:
             --pending_deps_[static_cast<std::size_t>(succ_[k])];
     }
 
-    // Compute slows while a collective runs (NCCL kernels take SMs); a
-    // collective slows while compute runs; concurrent collectives share the link.
+    // Compute slows while a collective runs (NCCL kernels take SMs) or host
+    // work runs (on the CPU backend it takes the core); both slow while
+    // compute runs; concurrent collectives share the link.
     void update_rates() {
         rates_stale_ = false;
         int comm = 0;
-        bool compute = false;
+        bool compute = false, host = false;
         for (const auto& r : running_) {
             comm += r.kind == TaskKind::collective;
             compute = compute || r.kind == TaskKind::compute;
+            host = host || (r.kind != TaskKind::compute && r.kind != TaskKind::collective);
         }
-        const double compute_rate = comm > 0 ? 1.0 / overlap_.compute_slowdown_under_comm : 1.0;
+        const double compute_slowdown = std::max(comm > 0 ? overlap_.compute_slowdown_under_comm : 1.0,
+                                                 host ? overlap_.compute_slowdown_under_host : 1.0);
+        const double compute_rate = 1.0 / compute_slowdown;
         const double comm_rate = comm > 0 ? 1.0 / (comm * (compute ? overlap_.comm_slowdown_under_compute : 1.0)) : 1.0;
+        const double host_rate = compute ? 1.0 / overlap_.host_slowdown_under_compute : 1.0;
         for (auto& r : running_)
-            r.rate = r.kind == TaskKind::compute ? compute_rate : r.kind == TaskKind::collective ? comm_rate : 1.0;
+            r.rate = r.kind == TaskKind::compute      ? compute_rate
+                     : r.kind == TaskKind::collective ? comm_rate
+                                                      : host_rate;
     }
 
     void record_memory() {

@@ -90,10 +90,15 @@ struct HostSpec {
     double cpu_torch_adam_params_per_s = 0;
 };
 
-// How much concurrent communication and compute slow each other (>= 1).
+// How much concurrent work slows other work (>= 1): compute and collectives;
+// compute and host-side tasks (copies, the CPU optimizer, file I/O). On a GPU
+// node host work barely touches the GPU (1.0); on the CPU backend it takes
+// the rank's core from compute.
 struct OverlapSpec {
     double compute_slowdown_under_comm = 1.0;
     double comm_slowdown_under_compute = 1.0;
+    double compute_slowdown_under_host = 1.0;
+    double host_slowdown_under_compute = 1.0;
 };
 
 struct Provenance {
