@@ -2,7 +2,7 @@
 #include "cpu_backend.hpp"
 
 #include "dtsim/common/error.hpp"
-#include "dtsim/profiler/memory_pass.hpp"
+#include "dtsim/profiler/cpu_kernels.hpp"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -17,6 +17,7 @@
 namespace dtsim::executor::cpu {
 namespace {
 
+using profiler::copy_pass;
 using profiler::memory_pass;
 using sim::TaskKind;
 // Memory passes, copies and host loops stream through at most this much scratch.
@@ -53,34 +54,6 @@ void gemm(const models::Op& op, Scratch& s) {
     for (std::int64_t b = 0; b < op.batch; ++b)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, s.a.data(), k, s.b.data(), n, 0.0f,
                     s.c.data(), n);
-}
-
-void copy_pass(std::int64_t bytes, std::vector<float>& mem) {
-    const auto half = static_cast<std::int64_t>(mem.size()) / 2;
-    if (half == 0) return;
-    for (std::int64_t left = bytes; left > 0;) {
-        const std::int64_t n = std::min(half, floats_of(left));
-        std::memcpy(mem.data() + half, mem.data(), static_cast<std::size_t>(n) * 4);
-        left -= n * 4;
-    }
-}
-
-// An Adam step over `elements` parameters (DeepSpeedCPUAdam's work), chunk by chunk.
-void host_optimizer(std::int64_t elements, std::vector<float>& mem) {
-    const std::int64_t chunk = static_cast<std::int64_t>(mem.size()) / 4;
-    if (chunk == 0) return;
-    float* p = mem.data();
-    float* g = p + chunk;
-    float* m = g + chunk;
-    float* v = m + chunk;
-    for (std::int64_t left = elements; left > 0; left -= chunk) {
-        const std::int64_t n = std::min(chunk, left);
-        for (std::int64_t i = 0; i < n; ++i) {
-            m[i] = 0.9f * m[i] + 0.1f * g[i];
-            v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
-            p[i] -= 1e-3f * m[i] / (std::sqrt(v[i]) + 1e-8f);
-        }
-    }
 }
 
 void spin(std::int64_t ns) {
@@ -213,7 +186,7 @@ void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Ta
         }
         case TaskKind::copy: copy_pass(t.bytes, s.mem); return;
         case TaskKind::host_compute:
-            if (t.elements > 0) host_optimizer(t.elements, s.mem);
+            if (t.elements > 0) profiler::adam_pass(t.elements, s.mem);
             if (t.fixed_ns > 0) spin(t.fixed_ns);
             return;
         case TaskKind::io: file_io(t, s); return;

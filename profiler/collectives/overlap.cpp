@@ -3,7 +3,7 @@
 // loops cblas_sgemm; each compared with its rate alone.
 #include "collective_table.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
-#include "dtsim/profiler/memory_pass.hpp"
+#include "dtsim/profiler/cpu_kernels.hpp"
 #include "dtsim/profiler/thread_priority.hpp"
 
 #include <cblas.h>

@@ -1,0 +1,30 @@
+// The CPU backend's kernels: what the executor runs for elementwise ops,
+// host copies and the CPU optimizer, and what the calibration times, so that
+// both see the same loops over the same memory footprint. Each streams its
+// bytes through a caller's scratch, chunk by chunk when they exceed it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtsim::profiler {
+
+// The most scratch a kernel streams through; larger work goes over it again.
+// Larger than the last-level cache of the machines we run on per rank, so a
+// long pass runs at memory bandwidth.
+inline constexpr std::int64_t kMemoryPassScratchBytes = 32LL << 20;
+
+// Elementwise: moves `bytes` (first half of `scratch` read, second half
+// written: 8 bytes per element). Not inlined: a tiny pass pays a call, as a
+// kernel launch would.
+[[gnu::noinline]] void memory_pass(std::int64_t bytes, std::vector<float>& scratch);
+
+// A host copy: memcpy of `bytes` from the first half of `scratch` to the second.
+void copy_pass(std::int64_t bytes, std::vector<float>& scratch);
+
+// DeepSpeed CPUAdam's work: AdamW steps over `elements` fp32 parameters, with
+// parameters, gradients and both moments as quarters of `scratch` (AVX2 and
+// FMA where the CPU has them). `step` (>= 1) sets the bias corrections.
+void adam_pass(std::int64_t elements, std::vector<float>& scratch, int step = 1);
+
+}  // namespace dtsim::profiler
