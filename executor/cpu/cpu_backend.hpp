@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dtsim/executor/execute.hpp"
+#include "dtsim/profiler/huge_pages.hpp"
 
 #include <mpi.h>
 
@@ -16,10 +17,11 @@ namespace dtsim::executor::cpu {
 
 // Scratch buffers of one stream's thread, sized once for its largest task.
 struct Scratch {
-    std::vector<float> a, b, c;  // GEMM operands
-    std::vector<float> mem;      // memory passes, copies, host loops
-    std::vector<float> comm;     // collective payloads
-    std::vector<float> comm_out;
+    // On huge pages, as the calibration's buffers (profiler/huge_pages.hpp).
+    profiler::Floats a, b, c;  // GEMM operands
+    profiler::Floats mem;      // memory passes, copies, host loops
+    profiler::Floats comm;     // collective payloads
+    profiler::Floats comm_out;
     std::string file;  // I/O tasks' file
     std::int64_t file_bytes = 0;
 };

@@ -35,7 +35,7 @@ const std::vector<models::Op>* ops_of(const models::Workload& w, const sim::Task
     return t.phase == sim::Phase::backward ? &l.backward : &l.forward;
 }
 
-void grow(std::vector<float>& v, std::int64_t n) {
+void grow(profiler::Floats& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.assign(static_cast<std::size_t>(n), 0.5f);
 }
 

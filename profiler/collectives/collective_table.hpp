@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/huge_pages.hpp"
 
 #include <cstdint>
 #include <string_view>
@@ -16,8 +17,8 @@ struct Buffers {
     int rank = 0;
     int nranks = 1;
     std::int64_t count = 0;  // the collective's count argument (per rank for reduce_scatter/allgather)
-    std::vector<float> send;
-    std::vector<float> recv;
+    Floats send;             // on huge pages, as the executor's buffers
+    Floats recv;
 };
 
 struct CollectiveTable {

@@ -3,6 +3,7 @@
 #include "collective_table.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
+#include "dtsim/profiler/huge_pages.hpp"
 
 #include <mpi.h>
 
@@ -65,7 +66,7 @@ public:
 
 private:
     static constexpr std::size_t kFlushBytes = 64u << 20;
-    std::vector<float> scratch_;
+    Floats scratch_;
 };
 
 // Times `run` like measure() but collectively: each sample is the slowest
@@ -199,6 +200,9 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
             }
             ++step;
 
+            // Fresh buffers for every size, as a run allocates its own.
+            b.send = {};
+            b.recv = {};
             // One checked run on fresh data, then the timed runs.
             table.init(b);
             table.run(b);

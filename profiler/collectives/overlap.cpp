@@ -4,6 +4,7 @@
 #include "collective_table.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
 #include "dtsim/profiler/cpu_kernels.hpp"
+#include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/profiler/thread_priority.hpp"
 
 #include <cblas.h>
@@ -28,7 +29,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 struct Gemm {
     int n;
-    std::vector<float> a, b, c;
+    Floats a, b, c;
     explicit Gemm(int size)
         : n(size),
           a(static_cast<std::size_t>(size) * static_cast<std::size_t>(size), 1.0f),
@@ -44,7 +45,7 @@ struct Gemm {
 };
 
 struct CommBuffers {
-    std::vector<float> send, recv;
+    Floats send, recv;
     explicit CommBuffers(std::size_t count) : send(count, 1.0f), recv(count, 0.0f) {}
 };
 
@@ -149,7 +150,7 @@ void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSp
     const double compute_alone_us = measure(policy, [&] { return gemm.run(); }).median_us;
     // Host work as the executor's copy and CPU-optimizer threads do it: memory
     // passes at the normal priority.
-    std::vector<float> scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
     const std::int64_t pass_bytes = quick ? (4LL << 20) : (32LL << 20);
     auto pass = [&] {
         const auto t0 = std::chrono::steady_clock::now();

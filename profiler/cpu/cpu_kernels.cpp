@@ -57,7 +57,7 @@ void adam_scalar(float* __restrict p, const float* __restrict g, float* __restri
 
 }  // namespace
 
-void memory_pass(std::int64_t bytes, std::vector<float>& scratch) {
+void memory_pass(std::int64_t bytes, Floats& scratch) {
     const auto half = static_cast<std::int64_t>(scratch.size()) / 2;
     if (half == 0 || bytes <= 0) return;
     const float* src = scratch.data();
@@ -68,7 +68,7 @@ void memory_pass(std::int64_t bytes, std::vector<float>& scratch) {
     }
 }
 
-void copy_pass(std::int64_t bytes, std::vector<float>& scratch) {
+void copy_pass(std::int64_t bytes, Floats& scratch) {
     const auto half = static_cast<std::int64_t>(scratch.size()) / 2;
     if (half == 0 || bytes <= 0) return;
     for (std::int64_t left = std::max<std::int64_t>(1, bytes / 4); left > 0; left -= half) {
@@ -77,7 +77,7 @@ void copy_pass(std::int64_t bytes, std::vector<float>& scratch) {
     }
 }
 
-void adam_pass(std::int64_t elements, std::vector<float>& scratch, int step) {
+void adam_pass(std::int64_t elements, Floats& scratch, int step) {
     const auto chunk = static_cast<std::int64_t>(scratch.size()) / 4;
     if (chunk == 0 || elements <= 0) return;
     const AdamStep s{1e-3f,

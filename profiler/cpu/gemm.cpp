@@ -3,6 +3,7 @@
 // compute as the simulator prices it per rank.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/huge_pages.hpp"
 
 #include <fmt/format.h>
 
@@ -28,7 +29,7 @@ double elapsed_us(std::chrono::steady_clock::time_point start) {
 }
 
 // Deterministic values in [-0.5, 0.5): no denormals, no zeros, same every run.
-void fill(std::vector<float>& v, std::size_t seed) {
+void fill(Floats& v, std::size_t seed) {
     for (std::size_t i = 0; i < v.size(); ++i)
         v[i] = static_cast<float>((i * 7919 + seed * 104729) % 1024) / 1024.0f - 0.5f;
 }
@@ -97,9 +98,9 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
         const auto n = static_cast<blasint>(shape.n);
         const auto k = static_cast<blasint>(shape.k);
         // Buffers are allocated and filled once per shape, outside the timing.
-        std::vector<float> a(static_cast<std::size_t>(shape.m * shape.k));
-        std::vector<float> b(static_cast<std::size_t>(shape.k * shape.n));
-        std::vector<float> c(static_cast<std::size_t>(shape.m * shape.n));
+        Floats a(static_cast<std::size_t>(shape.m * shape.k));
+        Floats b(static_cast<std::size_t>(shape.k * shape.n));
+        Floats c(static_cast<std::size_t>(shape.m * shape.n));
         fill(a, 1);
         fill(b, 2);
         fill(c, 3);

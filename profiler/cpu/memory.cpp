@@ -28,7 +28,7 @@ MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const Progress
     if (progress) progress("memory: stream", 0.0);
     // The executor's elementwise kernel over its scratch (cpu_kernels.hpp):
     // bytes moved per pass = bytes read + bytes written, as the Plan counts them.
-    std::vector<float> scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
     const auto pass_bytes = static_cast<std::int64_t>(bytes) * 2;
     const Measurement stream = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();

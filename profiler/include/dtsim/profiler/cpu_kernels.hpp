@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include "dtsim/profiler/huge_pages.hpp"
 
 namespace dtsim::profiler {
 
@@ -17,14 +17,14 @@ inline constexpr std::int64_t kMemoryPassScratchBytes = 32LL << 20;
 // Elementwise: moves `bytes` (first half of `scratch` read, second half
 // written: 8 bytes per element). Not inlined: a tiny pass pays a call, as a
 // kernel launch would.
-[[gnu::noinline]] void memory_pass(std::int64_t bytes, std::vector<float>& scratch);
+[[gnu::noinline]] void memory_pass(std::int64_t bytes, Floats& scratch);
 
 // A host copy: memcpy of `bytes` from the first half of `scratch` to the second.
-void copy_pass(std::int64_t bytes, std::vector<float>& scratch);
+void copy_pass(std::int64_t bytes, Floats& scratch);
 
 // DeepSpeed CPUAdam's work: AdamW steps over `elements` fp32 parameters, with
 // parameters, gradients and both moments as quarters of `scratch` (AVX2 and
 // FMA where the CPU has them). `step` (>= 1) sets the bias corrections.
-void adam_pass(std::int64_t elements, std::vector<float>& scratch, int step = 1);
+void adam_pass(std::int64_t elements, Floats& scratch, int step = 1);
 
 }  // namespace dtsim::profiler
