@@ -6,7 +6,7 @@
 
 #include "cpu/cpu_backend.hpp"
 #include "dtsim/common/error.hpp"
-#include "dtsim/executor/measured_memory.hpp"
+#include "dtsim/executor/measured_result.hpp"
 #include "dtsim/profiler/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
 #include "watchdog.hpp"
@@ -332,25 +332,8 @@ private:
 
     // The step's lightweight end check: every rank's timings of it to rank 0.
     void gather_step(int step) {
-        const std::size_t n = plan_.tasks.size();
-        const auto& row = timings_[static_cast<std::size_t>(step)];
-        std::vector<std::int64_t> mine;
-        mine.reserve(n * 2);
-        for (const auto& t : row) {
-            mine.push_back(t.start_ns);
-            mine.push_back(t.end_ns);
-        }
-        std::vector<std::int64_t> all(rank_ == 0 ? mine.size() * static_cast<std::size_t>(world_) : 0);
-        MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
-                   MPI_INT64_T, 0, MPI_COMM_WORLD);
-        std::vector<std::vector<TaskTiming>> rows;
-        if (rank_ != 0) {
-            rows.push_back(row);
-        } else {
-            rows.resize(static_cast<std::size_t>(world_), std::vector<TaskTiming>(n));
-            for (std::size_t q = 0; q < rows.size(); ++q)
-                for (std::size_t i = 0; i < n; ++i) rows[q][i] = {all[(q * n + i) * 2], all[(q * n + i) * 2 + 1]};
-        }
+        std::vector<std::vector<TaskTiming>> rows =
+            gather_on_rank0(timings_[static_cast<std::size_t>(step)], rank_, world_);
         std::lock_guard lock(gathered_mu_);
         gathered_.push_back(std::move(rows));
     }
@@ -393,59 +376,6 @@ private:
     std::vector<std::vector<TaskTiming>> timings_;  // [step][task], this rank (read by gather_step)
     std::unique_ptr<cpu::MlpTrainer> trainer_;
 };
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Per step: the latest task end over the ranks in r.timings.
-void fill_step_times(ExecResult& r) {
-    r.step_time_s.assign(r.timings.size(), 0.0);
-    for (std::size_t s = 0; s < r.timings.size(); ++s) {
-        std::int64_t end = 0;
-        for (const auto& row : r.timings[s])
-            for (const auto& t : row) end = std::max(end, t.end_ns);
-        r.step_time_s[s] = static_cast<double>(end) * 1e-9;
-    }
-}
-
-sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
-                                     const sim::Config& config) {
-    sim::Timeline tl;
-    tl.title = fmt::format("{} {} on {} CPU ranks ({}, measured)", config.model, config.strategy, r.world_size,
-                           to_string(r.mode));
-    for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
-    for (const auto& s : plan.streams) tl.streams.push_back(s.name);
-    std::int64_t offset = 0;
-    for (int step = 0; step < r.steps; ++step) {
-        const auto& by_rank = r.timings[static_cast<std::size_t>(step)];
-        for (std::size_t rank = 0; rank < by_rank.size(); ++rank)
-            for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
-                const auto& t = plan.tasks[i];
-                const auto& tm = by_rank[rank][i];
-                sim::TimelineEvent e;
-                e.rank = static_cast<int>(rank);
-                e.stream = t.stream;
-                e.name = sim::task_name(plan, w, t);
-                e.category = std::string(to_string(t.kind));
-                e.start_ns = offset + tm.start_ns;
-                e.dur_ns = tm.end_ns - tm.start_ns;
-                e.args.push_back({"task", static_cast<std::int64_t>(i)});
-                e.args.push_back({"step", static_cast<std::int64_t>(step)});
-                e.args.push_back({"phase", std::string(to_string(t.phase))});
-                e.args.push_back({"micro_step", static_cast<std::int64_t>(t.micro_step)});
-                if (t.layer >= 0) e.args.push_back({"layer", w.layers[static_cast<std::size_t>(t.layer)].name});
-                if (t.bucket >= 0) e.args.push_back({"bucket", static_cast<std::int64_t>(t.bucket)});
-                if (t.bytes > 0) e.args.push_back({"bytes", t.bytes});
-                tl.events.push_back(std::move(e));
-            }
-        offset += static_cast<std::int64_t>(r.step_time_s[static_cast<std::size_t>(step)] * 1e9) + 1;
-    }
-    return tl;
-}
 
 }  // namespace
 
@@ -519,7 +449,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
                 partial.timings = runner.gathered();
                 partial.steps = static_cast<int>(partial.timings.size());
                 fill_step_times(partial);
-                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config);
+                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config, "CPU");
                 tl.title +=
                     fmt::format(" - partial: {} of {} step(s) completed before a fault", partial.steps, options.steps);
                 try {
@@ -533,19 +463,10 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
         }
         runner.run(r.loss, world);
         r.timings = runner.gathered();
-        fill_step_times(r);
-        MPI_Bcast(r.step_time_s.data(), options.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         if (watchdog) watchdog->finish();
         if (runner.trainer()) r.parameters = runner.trainer()->full_parameters();
     }
-    std::vector<double> steady(r.step_time_s.begin() + (options.steps > 1 ? 1 : 0), r.step_time_s.end());
-    r.median_step_time_s = median(steady);
-    for (std::size_t step = options.steps > 1 ? 1 : 0; step < r.timings.size(); ++step)
-        for (const auto& row : r.timings[step])
-            r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
-    r.peak_rss_bytes = process_peak_rss_bytes();
-    MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) r.timeline = make_measured_timeline(r, plan, workload, config);
+    finish_measured_result(r, plan, workload, config, "CPU");
 
     if (r.mode == Mode::replay) {
         r.notes.push_back(

@@ -1,19 +1,13 @@
 #include "dtsim/executor/validation.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/executor/measured_result.hpp"
 
 #include <algorithm>
 #include <vector>
 
 namespace dtsim::executor {
 namespace {
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::size_t kind_index(sim::TaskKind k) {
     return static_cast<std::size_t>(std::find(kTaskKinds.begin(), kTaskKinds.end(), k) - kTaskKinds.begin());

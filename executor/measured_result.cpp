@@ -1,17 +1,16 @@
-// The measured result as the CPU backend fills it (executor/execute.cpp):
-// timings gathered on rank 0, step times and the measured timeline. These
-// mirror execute.cpp's private gather_step, fill_step_times, median and
-// make_measured_timeline; once those are public, this file goes.
-#include "cuda_backend.hpp"
+#include "dtsim/executor/measured_result.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/executor/measured_memory.hpp"
 #include "dtsim/sim/report.hpp"
 
 #include <fmt/format.h>
 
+#include <mpi.h>
+
 #include <algorithm>
 
-namespace dtsim::executor::cuda {
+namespace dtsim::executor {
 
 std::vector<std::vector<TaskTiming>> gather_on_rank0(const std::vector<TaskTiming>& mine, int rank, int world) {
     const std::size_t n = mine.size();
@@ -50,9 +49,9 @@ double median(std::vector<double> v) {
 }
 
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
-                                     const sim::Config& config) {
+                                     const sim::Config& config, std::string_view devices) {
     sim::Timeline tl;
-    tl.title = fmt::format("{} {} on {} CUDA ranks ({}, measured)", config.model, config.strategy, r.world_size,
+    tl.title = fmt::format("{} {} on {} {} ranks ({}, measured)", config.model, config.strategy, r.world_size, devices,
                            to_string(r.mode));
     for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
     for (const auto& s : plan.streams) tl.streams.push_back(s.name);
@@ -84,4 +83,20 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
     return tl;
 }
 
-}  // namespace dtsim::executor::cuda
+void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
+                            std::string_view devices) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fill_step_times(r);
+    MPI_Bcast(r.step_time_s.data(), static_cast<int>(r.step_time_s.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    const std::size_t first = r.step_time_s.size() > 1 ? 1 : 0;  // the first step is warm-up
+    r.median_step_time_s = median({r.step_time_s.begin() + static_cast<std::ptrdiff_t>(first), r.step_time_s.end()});
+    for (std::size_t step = first; step < r.timings.size(); ++step)
+        for (const auto& row : r.timings[step])
+            r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
+    r.peak_rss_bytes = process_peak_rss_bytes();
+    MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) r.timeline = make_measured_timeline(r, plan, w, config, devices);
+}
+
+}  // namespace dtsim::executor
