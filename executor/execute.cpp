@@ -7,6 +7,7 @@
 #include "cpu/cpu_backend.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
+#include "dtsim/executor/mpi_world.hpp"
 #include "dtsim/profiler/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
 #include "watchdog.hpp"
@@ -391,25 +392,7 @@ Mode mode_from_string(std::string_view s) {
 
 ExecResult execute(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
                    const ExecOptions& options) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized == 0)
-        throw Error("the executor needs MPI: call dtsim::executor::ensure_mpi() or MPI_Init_thread first.");
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    if (provided != MPI_THREAD_MULTIPLE)
-        throw Error(
-            "the executor runs collectives from several threads and needs MPI_THREAD_MULTIPLE; initialise MPI "
-            "with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...).");
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != config.topology.world_size())
-        throw ConfigError(fmt::format(
-            "the config describes {} ranks ({} nodes x {} per node) but MPI_COMM_WORLD has {}; run with mpirun -np "
-            "{} or change the topology.",
-            config.topology.world_size(), config.topology.nodes, config.topology.gpus_per_node, world,
-            config.topology.world_size()));
+    const auto [rank, world] = checked_mpi_world(config, /*needs_thread_multiple=*/true);
     if (options.steps < 1) throw ConfigError(fmt::format("steps must be at least 1, not {}.", options.steps));
     if (options.mode == Mode::train) check_train(plan, workload, config);
     if (options.fault_timeout_s < 0)

@@ -7,6 +7,7 @@
 #include "cuda_backend.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
+#include "dtsim/executor/mpi_world.hpp"
 #include "dtsim/profiler/cuda_activity.hpp"
 #include "dtsim/profiler/cuda_benchmarks.hpp"
 #include "dtsim/profiler/nccl_bootstrap.hpp"
@@ -21,24 +22,6 @@ namespace dtsim::executor {
 namespace {
 
 using sim::TaskKind;
-
-// Rank and world, checked against the config as execute() checks them.
-std::pair<int, int> mpi_world(const sim::Config& config) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized == 0)
-        throw Error("the executor needs MPI: call dtsim::executor::ensure_mpi() or MPI_Init_thread first.");
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world != config.topology.world_size())
-        throw ConfigError(fmt::format(
-            "the config describes {} ranks ({} nodes x {} per node) but MPI_COMM_WORLD has {}; run with mpirun -np "
-            "{} or change the topology.",
-            config.topology.world_size(), config.topology.nodes, config.topology.gpus_per_node, world,
-            config.topology.world_size()));
-    return {rank, world};
-}
 
 // One rank per GPU: local rank modulo the devices this node has.
 int pick_device() {
@@ -104,7 +87,7 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
             "{}. Run the CUDA backend on a machine with a GPU, one rank per GPU (mpirun -np <gpus> ./dtsim execute "
             "--backend cuda ...), or use the CPU backend (--backend cpu).",
             why));
-    const auto [rank, world] = mpi_world(config);
+    const auto [rank, world] = checked_mpi_world(config, /*needs_thread_multiple=*/false);
     const int device = pick_device();
 
     ExecResult r;
