@@ -1,5 +1,7 @@
 #include "dtsim/profiler/mpi_init.hpp"
 
+#include "dtsim/profiler/process_memory.hpp"
+
 #include <mpi.h>
 
 #include <cstdlib>
@@ -7,6 +9,7 @@
 namespace dtsim::profiler {
 
 void ensure_mpi() {
+    reuse_freed_memory();
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized != 0) return;

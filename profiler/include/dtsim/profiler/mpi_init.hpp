@@ -1,7 +1,8 @@
 // MPI for the commands and tests that need it: initialised once with
 // MPI_THREAD_MULTIPLE (a singleton when not started by mpirun) and finalised
 // at exit. Open MPI refuses to run as root without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM),
-// which are set unless the caller set them.
+// which are set unless the caller set them. Also sets the CPU backend's
+// memory policy (process_memory.hpp).
 #pragma once
 
 namespace dtsim::profiler {
