@@ -324,6 +324,12 @@ SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> g
     if (base.topology.nodes > 1) sharding.push_back("HYBRID_SHARD");
     add_axis(space, {"sharding_strategy", sharding});
     add_axis(space, {"stage", {"1", "2", "3"}});
+    // Offload is slower wherever the model fits without it, so it wins only
+    // where nothing else fits. Precision, sequence length and the attention
+    // kernel stay the user's: they change the numerics or the data, not just
+    // the speed.
+    add_axis(space, {"offload_optimizer", {"none", "cpu"}});
+    add_axis(space, {"cpu_offload", {"false", "true"}});
     return space;
 }
 

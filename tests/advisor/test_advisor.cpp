@@ -246,5 +246,26 @@ TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only
     CHECK(has(one, "bucket_cap_mb=100"));
     // micro-batch 1..8 keep global batch 64 on 8 GPUs; 16 does not divide it.
     CHECK_FALSE(has(one, "micro_batch=16"));
-    CHECK(one.size() == 9 * 4 * 2);
+    CHECK(has(one, "offload_optimizer=cpu"));
+    CHECK(has(one, "cpu_offload=true"));
+    // DDP 2 x 2 buckets/views, FSDP 2 shardings x 2 offloads, ZeRO 3 stages x 2 offloads;
+    // 4 micro-batches; checkpointing on and off.
+    CHECK(one.size() == (4 + 4 + 6) * 4 * 2);
+}
+
+TEST_CASE("advise turns to offload where nothing fits without it") {
+    sim::Config base = base_config("llama2-13b", 1, 2);  // 13B with Adam on two 80 GB GPUs
+    const auto candidates = enumerate(default_space(base, 8), base);
+    const auto results = run_sweep(candidates, h100());
+    const Ranking ranking = rank(results, {Objective::throughput, 0.10});
+    REQUIRE_FALSE(ranking.order.empty());
+    const std::string pick = results[ranking.order.front()].candidate.label();
+    auto offloads = [](const std::string& label) {
+        return label.find("offload_optimizer=cpu") != std::string::npos ||
+               label.find("cpu_offload=true") != std::string::npos;
+    };
+    INFO(pick);
+    CHECK(offloads(pick));
+    for (const auto& r : results)
+        if (r.fits && !offloads(r.candidate.label())) FAIL("fits without offload: " << r.candidate.label());
 }
