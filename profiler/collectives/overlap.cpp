@@ -118,10 +118,14 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
     if (all_ok == 0) return {};
 
     openblas_set_num_threads(1);
-    // Small GEMMs, so that the compute done inside the window is counted finely.
-    Gemm gemm(quick ? 192 : 256);
-    CommBuffers buf(static_cast<std::size_t>(quick ? (1 << 20) : (8 << 20)) / sizeof(float));
-    const int comm_iters = std::clamp(quick ? 5 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
+    // Small GEMMs, so that the compute done inside the window is counted
+    // finely; collectives large enough that the scheduler, not their
+    // boundaries, decides compute's share. A quick run has fewer of them only:
+    // with smaller sizes its figures came out 3-10x off a full run's.
+    Gemm gemm(256);
+    CommBuffers buf(static_cast<std::size_t>(8 << 20) / sizeof(float));
+    const int comm_iters =
+        std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
 
     // Compute alone (local to each rank).
     const double compute_alone_us = measure(policy, [&] { return gemm.run(); }).median_us;
@@ -146,19 +150,19 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
 
 void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec) {
     openblas_set_num_threads(1);
-    Gemm gemm(quick ? 192 : 256);
+    Gemm gemm(256);
     const double compute_alone_us = measure(policy, [&] { return gemm.run(); }).median_us;
     // Host work as the executor's copy and CPU-optimizer threads do it: memory
     // passes at the normal priority.
     Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
-    const std::int64_t pass_bytes = quick ? (4LL << 20) : (32LL << 20);
+    const std::int64_t pass_bytes = 32LL << 20;
     auto pass = [&] {
         const auto t0 = std::chrono::steady_clock::now();
         memory_pass(pass_bytes, scratch);
         return seconds_since(t0) * 1e6;
     };
     const double host_alone_us = measure(policy, pass).median_us;
-    const int iters = std::clamp(quick ? 5 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
+    const int iters = std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
     std::vector<double> host_times;
     const double compute_slowdown = compute_slowdown_during(gemm, compute_alone_us, [&] {
         for (int i = 0; i < iters; ++i) host_times.push_back(pass());
