@@ -119,7 +119,8 @@ void run_validate(ValidateOptions o) {
                                         {"error", c.error()},
                                         {"predicted_peak_memory_bytes", c.predicted_peak_bytes},
                                         {"measured_peak_memory_bytes", c.measured_peak_bytes},
-                                        {"by_task_kind", kinds}});
+                                        {"by_task_kind", kinds},
+                                        {"by_task_kind_rank", c.rank}});
             }
             fmt::print("{}\n", j.dump(2));
             return;
@@ -138,7 +139,8 @@ void run_validate(ValidateOptions o) {
                 percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
                 percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
         fmt::print(
-            "\n  Error = (predicted - measured) / measured; per kind, the summed task times of rank 0 "
+            "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
+            "computed longest "
             "(medians over steps after the first); peak memory: the plan's allocations at their measured "
             "times.\n");
     });

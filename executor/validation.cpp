@@ -13,6 +13,29 @@ std::size_t kind_index(sim::TaskKind k) {
     return static_cast<std::size_t>(std::find(kTaskKinds.begin(), kTaskKinds.end(), k) - kTaskKinds.begin());
 }
 
+// The rank that spent the longest in compute: on cores of unequal speed the
+// others wait for it inside their collectives, so their collective times mix
+// waiting with communication; its own times are the step's critical path.
+int critical_rank(const sim::Plan& plan, const ExecResult& measured, std::size_t first) {
+    int best = 0;
+    double most = -1;
+    const std::size_t ranks = measured.timings.front().size();
+    for (std::size_t r = 0; r < ranks; ++r) {
+        double compute = 0;
+        for (std::size_t s = first; s < measured.timings.size(); ++s)
+            for (std::size_t t = 0; t < plan.tasks.size(); ++t)
+                if (plan.tasks[t].kind == sim::TaskKind::compute) {
+                    const auto& m = measured.timings[s][r][t];
+                    compute += static_cast<double>(m.end_ns - m.start_ns);
+                }
+        if (compute > most) {
+            most = compute;
+            best = static_cast<int>(r);
+        }
+    }
+    return best;
+}
+
 }  // namespace
 
 Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) {
@@ -25,13 +48,14 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
     c.predicted_peak_bytes = predicted.metrics.peak_memory_bytes;
     c.measured_peak_bytes = measured.peak_memory_bytes;
     const std::size_t first = measured.timings.size() > 1 ? 1 : 0;  // the first step is warm-up
+    c.rank = critical_rank(plan, measured, first);
     for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
         const std::size_t k = kind_index(plan.tasks[t].kind);
         const auto& timing = predicted.schedule.timings[t];
         c.predicted_kind_s[k] += static_cast<double>(timing.end_ns - timing.start_ns) * 1e-9;
         std::vector<double> samples;
         for (std::size_t s = first; s < measured.timings.size(); ++s) {
-            const auto& m = measured.timings[s][0][t];
+            const auto& m = measured.timings[s][static_cast<std::size_t>(c.rank)][t];
             samples.push_back(static_cast<double>(m.end_ns - m.start_ns) * 1e-9);
         }
         c.measured_kind_s[k] += median(std::move(samples));

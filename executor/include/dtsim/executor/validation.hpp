@@ -17,7 +17,10 @@ inline constexpr std::array<sim::TaskKind, 5> kTaskKinds = {sim::TaskKind::compu
 struct Comparison {
     double predicted_s = 0;  // the simulator's step time
     double measured_s = 0;   // the executor's median step time after warm-up
-    // Summed task times of rank 0 (the simulator's representative rank) by
+    // The measured rank the per-kind times come from: the one that spent the
+    // longest in compute (the others' collectives include waiting for it).
+    int rank = 0;
+    // Summed task times of `rank` (the simulator's representative rank) by
     // kind, in kTaskKinds order; measured per task as the median over steps.
     std::array<double, kTaskKinds.size()> predicted_kind_s{}, measured_kind_s{};
     // Peak device memory per rank: the simulator's, and the Plan's allocations

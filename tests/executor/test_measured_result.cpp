@@ -1,7 +1,8 @@
-// Measured peak memory: the Plan's allocations placed at task times. Given the
-// simulator's own schedule it must reproduce the simulator's peak; given a
-// schedule that overlaps more, a higher one.
+// What a run's timings yield: the peak memory (the Plan's allocations placed
+// at task times; the simulator's own schedule must reproduce its peak, one that
+// overlaps more a higher one) and the per-kind comparison with a prediction.
 #include "dtsim/executor/measured_memory.hpp"
+#include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
 
@@ -66,4 +67,23 @@ TEST_CASE("the process's peak resident set is read from the OS", "[executor]") {
     std::vector<char> block(64 << 20, 1);  // touched: resident
     CHECK(executor::process_peak_rss_bytes() >= before);
     CHECK(executor::process_peak_rss_bytes() >= static_cast<std::int64_t>(block.size()));
+}
+
+TEST_CASE("validation compares task kinds on the rank that computed longest", "[executor]") {
+    const sim::SimResult r = simulated("ddp", {});
+    const std::vector<executor::TaskTiming> fast = timings_of(r.schedule);
+    std::vector<executor::TaskTiming> slow = fast;  // the same schedule, every task twice as long
+    for (auto& t : slow) t = {t.start_ns * 2, t.end_ns * 2};
+    executor::ExecResult measured;
+    measured.world_size = 2;
+    measured.timings = {{fast, slow}, {fast, slow}};  // two steps, ranks 0 and 1
+    measured.median_step_time_s = 1;
+    const executor::Comparison c = executor::compare(r, measured);
+    CHECK(c.rank == 1);
+    double predicted = 0, measured_sum = 0;
+    for (std::size_t k = 0; k < executor::kTaskKinds.size(); ++k) {
+        predicted += c.predicted_kind_s[k];
+        measured_sum += c.measured_kind_s[k];
+    }
+    CHECK(measured_sum == Approx(2 * predicted));
 }
