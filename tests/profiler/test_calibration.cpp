@@ -47,7 +47,7 @@ Calibration measured_calibration() {
     CollectiveCurve rs{CollectiveKind::reduce_scatter, LinkScope::intra_node, 0, 8.0, 0.6, 340.0, 0, {}};
     c.collectives = {ar, ag, rs};
     c.host = {25.5, 24.5, 10.25, 9.75, 1.5e9, 6.5, 3.5};
-    c.overlap = {1.125, 1.0625};
+    c.overlap = {1.125, 1.0625, 3.5, 1.25};
     return c;
 }
 
@@ -132,6 +132,21 @@ TEST_CASE("a measured calibration with collective points and GEMM points round-t
     CHECK(back.collectives[2].points.empty());
     CHECK(back.host.cpu_adam_params_per_s == 1.5e9);
     CHECK(back.overlap.comm_slowdown_under_compute == 1.0625);
+    CHECK(back.overlap.compute_slowdown_under_host == 3.5);
+    CHECK(back.overlap.host_slowdown_under_compute == 1.25);
+}
+
+TEST_CASE("calibrations written before host interference was measured still load, at 1.0") {
+    nlohmann::json j = nlohmann::json::parse(to_json_text(measured_calibration()));
+    j["overlap"].erase("compute_slowdown_under_host");
+    j["overlap"].erase("host_slowdown_under_compute");
+    const Calibration back = calibration_from_json_text(j.dump(2), "old.json");
+    CHECK(back.overlap.compute_slowdown_under_comm == 1.125);
+    CHECK(back.overlap.compute_slowdown_under_host == 1.0);
+    CHECK(back.overlap.host_slowdown_under_compute == 1.0);
+    const ParseError e =
+        parse_error_after([](nlohmann::json& k) { k["overlap"]["compute_slowdown_under_host"] = 0.5; });
+    check_names(e, "bad.json", "/overlap/compute_slowdown_under_host");
 }
 
 TEST_CASE("write_calibration and read_calibration go through a real file") {

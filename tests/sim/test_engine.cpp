@@ -64,6 +64,26 @@ TEST_CASE("overlap slows compute by the calibrated factor while a collective run
     CHECK(s.timings[0].end_ns == 134);
 }
 
+TEST_CASE("host work and compute slow each other by their calibrated factors") {
+    Plan p;
+    p.add_stream("compute", TaskKind::compute);
+    p.add_stream("host", TaskKind::host_compute);
+    p.add_task(compute_task(), {});
+    p.add_task(Task{.kind = TaskKind::host_compute, .stream = 1}, {});
+    calib::OverlapSpec overlap;
+    overlap.compute_slowdown_under_host = 4.0;
+    overlap.host_slowdown_under_compute = 2.0;
+    // Both run: compute at 1/4, host at 1/2. The 100 ns host task ends at 200,
+    // when compute has done 50 ns of its 100; the rest at full speed -> 250.
+    Schedule s = run_engine(p, {100, 100}, overlap);
+    CHECK(s.timings[1].end_ns == 200);
+    CHECK(s.timings[0].end_ns == 250);
+    // The presets' factors (1.0): both at full speed.
+    Schedule free = run_engine(p, {100, 100}, {});
+    CHECK(free.timings[0].end_ns == 100);
+    CHECK(free.timings[1].end_ns == 100);
+}
+
 TEST_CASE("concurrent collectives share the link") {
     Plan p;
     p.add_stream("a", TaskKind::collective);
