@@ -52,15 +52,6 @@ executor::ExecResult run_backend(const std::string& backend, const sim::Plan& pl
 #endif
 }
 
-std::string summary(const std::string& backend, const executor::ExecResult& result) {
-#ifdef DTSIM_HAVE_CUDA
-    if (backend == "cuda") return executor::format_cuda_execution_summary(result);
-#else
-    (void)backend;
-#endif
-    return executor::format_execution_summary(result);
-}
-
 void run_execute(const ExecuteOptions& o) {
     if (print_knob_help_if_asked(o.config)) return;
     executor::ensure_mpi();
@@ -106,7 +97,7 @@ void run_execute(const ExecuteOptions& o) {
                       {"notes", result.notes}};
             fmt::print("{}\n", j.dump(2));
         } else {
-            fmt::print("{}", summary(o.backend, result));
+            fmt::print("{}", executor::format_execution_summary(result));
         }
         if (!o.config.trace.empty()) {
             traces::write_chrome_trace(result.timeline, o.config.trace);

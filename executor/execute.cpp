@@ -39,35 +39,13 @@ using sim::Phase;
 using sim::TaskKind;
 using Clock = std::chrono::steady_clock;
 
-// Communicators: one duplicate of the world per stream (concurrent collectives
-// from different threads must not share one), split per communication group.
+// MPI communicators, one per (stream, group) the Plan uses (mpi_world.hpp).
 class Comms {
 public:
     Comms(const sim::Plan& plan, const sim::Config& config, int rank) {
-        const int world = config.topology.world_size();
-        const int per_node = config.topology.gpus_per_node;
-        // Only the (stream, group) pairs some collective uses; the Plan is the
-        // same on every rank, so every rank splits the same communicators in order.
-        std::vector<std::pair<int, int>> used;
-        for (const auto& t : plan.tasks)
-            if (t.kind == sim::TaskKind::collective) used.emplace_back(t.stream, t.group);
-        std::sort(used.begin(), used.end());
-        used.erase(std::unique(used.begin(), used.end()), used.end());
-        for (const auto& [s, g] : used) {
-            const auto& group = plan.groups[static_cast<std::size_t>(g)];
-            int color = 0;
-            if (group.size == world)
-                color = 0;
-            else if (group.nodes == 1 && per_node % group.size == 0)
-                color = rank / group.size;  // ranks of one node (or a block of one)
-            else if (group.per_node() == 1 && group.size == config.topology.nodes)
-                color = rank % per_node;  // one rank per node, same local rank
-            else
-                throw ConfigError(fmt::format(
-                    "the executor cannot form communication group {} ({} ranks over {} nodes) on {}x{} ranks", g,
-                    group.size, group.nodes, config.topology.nodes, per_node));
+        for (const auto& [s, g] : communicator_keys(plan)) {
             MPI_Comm c = MPI_COMM_NULL;
-            MPI_Comm_split(MPI_COMM_WORLD, color, rank, &c);
+            MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c);
             comms_[{s, g}] = c;
         }
     }
@@ -432,7 +410,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
                 partial.timings = runner.gathered();
                 partial.steps = static_cast<int>(partial.timings.size());
                 fill_step_times(partial);
-                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config, "CPU");
+                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config);
                 tl.title +=
                     fmt::format(" - partial: {} of {} step(s) completed before a fault", partial.steps, options.steps);
                 try {
@@ -449,7 +427,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
         if (watchdog) watchdog->finish();
         if (runner.trainer()) r.parameters = runner.trainer()->full_parameters();
     }
-    finish_measured_result(r, plan, workload, config, "CPU");
+    finish_measured_result(r, plan, workload, config);
 
     if (r.mode == Mode::replay) {
         r.notes.push_back(
@@ -479,9 +457,17 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
     return r;
 }
 
+std::string_view to_string(Backend b) {
+    return b == Backend::cuda ? "CUDA" : "CPU";
+}
+
+std::string_view libraries_of(Backend b) {
+    return b == Backend::cuda ? "NCCL + cuBLAS" : "MPI + OpenBLAS";
+}
+
 std::string format_execution_summary(const ExecResult& r) {
-    std::string out = fmt::format("Executed {} step(s) in {} mode on {} rank(s) (CPU backend: MPI + OpenBLAS)\n",
-                                  r.steps, to_string(r.mode), r.world_size);
+    std::string out = fmt::format("Executed {} step(s) in {} mode on {} rank(s) ({} backend: {})\n", r.steps,
+                                  to_string(r.mode), r.world_size, to_string(r.backend), libraries_of(r.backend));
     out += "  step times:";
     for (double s : r.step_time_s) out += fmt::format(" {:.3f} ms", s * 1e3);
     out += "\n";

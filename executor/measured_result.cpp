@@ -49,10 +49,10 @@ double median(std::vector<double> v) {
 }
 
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
-                                     const sim::Config& config, std::string_view devices) {
+                                     const sim::Config& config) {
     sim::Timeline tl;
-    tl.title = fmt::format("{} {} on {} {} ranks ({}, measured)", config.model, config.strategy, r.world_size, devices,
-                           to_string(r.mode));
+    tl.title = fmt::format("{} {} on {} {} ranks ({}, measured)", config.model, config.strategy, r.world_size,
+                           to_string(r.backend), to_string(r.mode));
     for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
     for (const auto& s : plan.streams) tl.streams.push_back(s.name);
     std::int64_t offset = 0;  // steps laid end to end
@@ -83,8 +83,8 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
     return tl;
 }
 
-void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
-                            std::string_view devices) {
+void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w,
+                            const sim::Config& config) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fill_step_times(r);
@@ -96,7 +96,7 @@ void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::
             r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
     r.peak_rss_bytes = process_peak_rss_bytes();
     MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) r.timeline = make_measured_timeline(r, plan, w, config, devices);
+    if (rank == 0) r.timeline = make_measured_timeline(r, plan, w, config);
 }
 
 }  // namespace dtsim::executor

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
+
 namespace dtsim::executor {
 
 MpiWorld checked_mpi_world(const sim::Config& config, bool needs_thread_multiple) {
@@ -28,6 +30,26 @@ MpiWorld checked_mpi_world(const sim::Config& config, bool needs_thread_multiple
             config.topology.world_size(), config.topology.nodes, config.topology.gpus_per_node, w.size,
             config.topology.world_size()));
     return w;
+}
+
+std::vector<std::pair<int, int>> communicator_keys(const sim::Plan& plan) {
+    std::vector<std::pair<int, int>> keys;
+    for (const auto& t : plan.tasks)
+        if (t.kind == sim::TaskKind::collective) keys.emplace_back(t.stream, t.group);
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    return keys;
+}
+
+int group_color(const sim::Plan& plan, int g, const sim::Config& config, int rank) {
+    const auto& group = plan.groups[static_cast<std::size_t>(g)];
+    const int per_node = config.topology.gpus_per_node;
+    if (group.size == config.topology.world_size()) return 0;
+    if (group.nodes == 1 && per_node % group.size == 0) return rank / group.size;              // a block of one node
+    if (group.per_node() == 1 && group.size == config.topology.nodes) return rank % per_node;  // same local rank
+    throw ConfigError(
+        fmt::format("the executor cannot form communication group {} ({} ranks over {} nodes) on {}x{} ranks", g,
+                    group.size, group.nodes, config.topology.nodes, per_node));
 }
 
 }  // namespace dtsim::executor

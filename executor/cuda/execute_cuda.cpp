@@ -91,6 +91,7 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
     const int device = pick_device();
 
     ExecResult r;
+    r.backend = Backend::cuda;
     r.mode = options.mode;
     r.rank = rank;
     r.world_size = world;
@@ -148,17 +149,8 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
         throw;
     }
     collector.stop();
-    finish_measured_result(r, plan, workload, config, "CUDA");
+    finish_measured_result(r, plan, workload, config);
     return r;
-}
-
-std::string format_cuda_execution_summary(const ExecResult& result) {
-    // The CPU summary names its backend in the first line; the rest is shared.
-    const std::string cpu = format_execution_summary(result);
-    const auto eol = cpu.find('\n');
-    return fmt::format("Executed {} step(s) in {} mode on {} rank(s) (CUDA backend: NCCL + cuBLAS)\n", result.steps,
-                       to_string(result.mode), result.world_size) +
-           (eol == std::string::npos ? std::string() : cpu.substr(eol + 1));
 }
 
 }  // namespace dtsim::executor

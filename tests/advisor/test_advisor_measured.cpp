@@ -24,8 +24,8 @@ using namespace dtsim;
 
 namespace {
 
-// Samples per second of `config`, measured: the median over `rounds` runs of
-// the median step time after warm-up.
+// Samples per second of `config`, measured in one run: from the median step
+// time after warm-up.
 double measured_samples_per_s(const sim::Config& config, int steps) {
     const models::Workload w = sim::build_workload(config);
     const sim::Plan plan = sim::lower(w, config);

@@ -100,6 +100,8 @@ TEST_CASE("replay of a small gpt2 step keeps stream order and dependencies", "[e
     CHECK(e.name == sim::task_name(plan, w, plan.tasks.front()));
     CHECK(e.category == "compute");
     CHECK_THAT(executor::format_execution_summary(r), Catch::Contains("replay"));
+    CHECK_THAT(executor::format_execution_summary(r), Catch::Contains("CPU backend: MPI + OpenBLAS"));
+    CHECK_THAT(r.timeline.title, Catch::Contains("CPU ranks"));
 }
 
 TEST_CASE("replay runs offload copies, host optimizer and NVMe I/O", "[executor]") {

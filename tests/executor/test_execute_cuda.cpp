@@ -166,7 +166,7 @@ TEST_CASE("CUDA executor: a 2-layer MLP replays for 2 steps in stream and depend
         CHECK(r.timeline.events.size() == 2 * plan.tasks.size());
         CHECK(r.timeline.ranks.size() == 1);
         CHECK(r.timeline.streams.size() == plan.streams.size());
-        CHECK_THAT(executor::format_cuda_execution_summary(r), Catch::Contains("CUDA backend"));
+        CHECK_THAT(executor::format_execution_summary(r), Catch::Contains("CUDA backend"));
     }
 }
 

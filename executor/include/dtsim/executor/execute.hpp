@@ -63,7 +63,13 @@ struct TaskTiming {
     std::int64_t end_ns = 0;
 };
 
+enum class Backend : std::uint8_t { cpu, cuda };
+// "CPU" or "CUDA"; the summary's "CPU backend: MPI + OpenBLAS" and so on.
+std::string_view to_string(Backend b);
+std::string_view libraries_of(Backend b);
+
 struct ExecResult {
+    Backend backend = Backend::cpu;
     Mode mode = Mode::replay;
     int rank = 0;
     int world_size = 1;

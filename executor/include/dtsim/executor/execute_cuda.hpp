@@ -33,9 +33,6 @@ namespace dtsim::executor {
 ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload, const sim::Config& config,
                         const ExecOptions& options);
 
-// format_execution_summary() with the CUDA backend named in its first line.
-std::string format_cuda_execution_summary(const ExecResult& result);
-
 // What a step's CUPTI timing needs besides the activity records: stamps on
 // CUPTI's clock (cuptiGetTimestamp, the records' clock) and which tasks must
 // have records.

@@ -5,7 +5,6 @@
 
 #include "dtsim/executor/execute.hpp"
 
-#include <string_view>
 #include <vector>
 
 namespace dtsim::executor {
@@ -20,14 +19,13 @@ void fill_step_times(ExecResult& r);
 double median(std::vector<double> v);  // 0 for none
 
 // A process per rank, the plan's streams as threads, every step laid end to
-// end (arg "step"). `devices` names what the ranks run on: "CPU", "CUDA".
+// end (arg "step"); the title names r.backend.
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
-                                     const sim::Config& config, std::string_view devices);
+                                     const sim::Config& config);
 
 // Collective: from r.timings (and r.steps), fills the step times (the same on
 // every rank), their median after the first step, the peak memory and peak
 // RSS, and on rank 0 the measured timeline.
-void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
-                            std::string_view devices);
+void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config);
 
 }  // namespace dtsim::executor

@@ -47,9 +47,4 @@ std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int 
 // when available, else serialised and reported as 1.0). Every rank calls it.
 calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy);
 
-// How host work (memory passes on a normal-priority thread, as the executor's
-// copies and CPU optimizer) and compute (at the executor's compute priority)
-// slow each other on this rank's core; fills spec's host fields.
-void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec);
-
 }  // namespace dtsim::profiler

@@ -44,4 +44,10 @@ FileIoResult bench_file_io(const std::string& directory, std::int64_t bytes, con
 // A real Adam update (fp32 params, grads, m, v) over `parameters` elements.
 double bench_cpu_adam_params_per_s(std::int64_t parameters, const RepeatPolicy& policy);
 
+// How host work (memory passes on a normal-priority thread, as the executor's
+// copies and CPU optimizer) and compute (at the executor's compute priority)
+// slow each other on this rank's core; fills spec's host fields. Every rank
+// calls it (the figures are means over ranks).
+void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec);
+
 }  // namespace dtsim::profiler

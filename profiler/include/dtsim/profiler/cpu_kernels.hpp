@@ -10,8 +10,8 @@
 namespace dtsim::profiler {
 
 // The most scratch a kernel streams through; larger work goes over it again.
-// Larger than the last-level cache of the machines we run on per rank, so a
-// long pass runs at memory bandwidth.
+// As large as the whole last-level cache of the development machine (32 MiB,
+// shared by its ranks), so a long pass runs at about memory bandwidth.
 inline constexpr std::int64_t kMemoryPassScratchBytes = 32LL << 20;
 
 // Elementwise: moves `bytes` (first half of `scratch` read, second half

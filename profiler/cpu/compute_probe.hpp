@@ -1,0 +1,36 @@
+// How fast compute runs while something else runs beside it, for the overlap
+// benchmarks (collectives/overlap.cpp, cpu/host_overlap.cpp): a loop of small
+// GEMMs on a thread at the executor's compute priority (thread_priority.hpp).
+// Private to profiler/.
+#pragma once
+
+#include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/profiler/measure.hpp"
+
+#include <functional>
+
+namespace dtsim::profiler {
+
+class ComputeProbe {
+public:
+    // Times one GEMM alone (on the calling thread, one BLAS thread).
+    explicit ComputeProbe(const RepeatPolicy& policy);
+
+    // Runs `foreground` on this thread while the probe's thread loops GEMMs;
+    // returns how much slower compute ran meanwhile: the window over the GEMM
+    // work done inside it, each GEMM worth its time alone, at most
+    // kMaxSlowdown (compute that all but stopped).
+    double slowdown_during(const std::function<void()>& foreground);
+
+    static constexpr double kMaxSlowdown = 100;
+
+private:
+    double gemm_us();  // one 256^3 GEMM, its time
+    Floats a_, b_, c_;
+    double alone_us_ = 0;
+};
+
+// The mean of `value` over the ranks of MPI_COMM_WORLD (same on every rank).
+double mean_over_ranks(double value);
+
+}  // namespace dtsim::profiler

@@ -1,0 +1,35 @@
+// Interference of host work with compute on a rank's core: memory passes at
+// the normal priority (as the executor's copy and CPU-optimizer threads)
+// beside GEMMs at the executor's compute priority.
+#include "compute_probe.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/cpu_kernels.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+namespace dtsim::profiler {
+
+void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec) {
+    ComputeProbe probe(policy);
+    Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    constexpr std::int64_t kPassBytes = 32LL << 20;
+    auto pass = [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        memory_pass(kPassBytes, scratch);
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    };
+    const double host_alone_us = measure(policy, pass).median_us;
+    const int iters = std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
+    std::vector<double> host_times;
+    const double compute_slowdown = probe.slowdown_during([&] {
+        for (int i = 0; i < iters; ++i) host_times.push_back(pass());
+    });
+    const double host_together_us = summarize(std::move(host_times)).median_us;
+    spec.compute_slowdown_under_host = std::max(1.0, mean_over_ranks(compute_slowdown));
+    spec.host_slowdown_under_compute =
+        std::max(1.0, mean_over_ranks(host_alone_us > 0 ? host_together_us / host_alone_us : 1.0));
+}
+
+}  // namespace dtsim::profiler
