@@ -8,6 +8,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/mpi_world.hpp"
+#include "dtsim/profiler/peer_wait.hpp"
 #include "dtsim/profiler/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
 #include "watchdog.hpp"
@@ -320,6 +321,7 @@ private:
     void run_task(const sim::Task& t, int stream) {
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
         const MPI_Comm comm = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : MPI_COMM_NULL;
+        if (comm != MPI_COMM_NULL) profiler::wait_for_peers(comm);  // not spinning while peers compute
         if (trainer_) {
             if (trainer_->run_sharded(t, comm)) return;
             if (t.kind == TaskKind::compute && t.layer >= 0) {

@@ -5,6 +5,7 @@
 #include "collective_table.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/profiler/peer_wait.hpp"
 
 #include <mpi.h>
 
@@ -32,6 +33,7 @@ std::vector<double> allreduce_loop(CommBuffers& buf, int iters) {
     const int count = collectives::mpi_count(static_cast<std::int64_t>(buf.send.size()));
     for (int i = 0; i < iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
+        wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
         MPI_Allreduce(buf.send.data(), buf.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         times.push_back(seconds_since(t0) * 1e6);
     }

@@ -32,6 +32,7 @@ struct CollectiveSweep {
     // issues, so that pricing them needs no interpolation across the steps
     // (shared-memory MPI has cliffs between powers of two).
     std::vector<std::pair<calib::CollectiveKind, std::int64_t>> extra_sizes;
+    bool only_extra_sizes = false;  // measure extra_sizes alone, not the sweep's steps
 };
 
 // Collective over MPI_COMM_WORLD; every rank must call it. Results are the
