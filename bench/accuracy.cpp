@@ -2,8 +2,12 @@
 // from a calibration of this machine and the executor runs exactly that Plan
 // (replay) on the launched ranks; prints each error and the median and p90 of
 // |error|. Target on the 2-core development machine: median <= 5 %, p90 <= 10 %.
-//   mpirun -np 2 build/release/bench/accuracy [--steps 6] [--rounds 3] [--hardware cal.json] [--full-calibration]
-//       [--save-calibration cal.json]
+// Each configuration is priced twice: from the round's calibration, and from
+// that calibration refreshed just before the run (its GEMM shapes and
+// collective sizes, memory bandwidth and CPU Adam re-measured in about half a
+// second), which takes this shared machine's drift out of the comparison.
+//   mpirun -np 2 build/release/bench/accuracy [--steps 10] [--rounds 3] [--hardware cal.json] [--full-calibration]
+//       [--save-calibration cal.json] [--only <part of a label>] [--trace-dir DIR]
 #include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
@@ -11,11 +15,14 @@
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
+#include "dtsim/sim/timeline.hpp"
+#include "dtsim/traces/chrome_trace.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -86,18 +93,22 @@ double percentile(std::vector<double> v, double q) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int steps = 6;
+    int steps = 10;
     int rounds = 3;  // each with its own calibration
     int warmup = 2;  // steps of each run left out: MPI and the caches settle over the first two
     std::string hardware;
     bool full = false;
-    std::string save;  // write the calibration used here (to reuse it with --hardware)
+    std::string save;       // write the calibration used here (to reuse it with --hardware)
+    std::string only;       // run the configurations whose label contains this
+    std::string trace_dir;  // write each run's predicted and measured traces here
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoi(argv[++i]);
         if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::atoi(argv[++i]);
         if (std::strcmp(argv[i], "--hardware") == 0 && i + 1 < argc) hardware = argv[++i];
         if (std::strcmp(argv[i], "--full-calibration") == 0) full = true;
         if (std::strcmp(argv[i], "--save-calibration") == 0 && i + 1 < argc) save = argv[++i];
+        if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        if (std::strcmp(argv[i], "--trace-dir") == 0 && i + 1 < argc) trace_dir = argv[++i];
     }
     if (steps <= warmup || rounds < 1) {
         fmt::print(stderr, "accuracy: --steps must exceed the {} warm-up steps and --rounds be >= 1\n", warmup);
@@ -108,25 +119,30 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     try {
-        const std::vector<Case> all = cases();
+        std::vector<Case> all = cases();
+        std::erase_if(all, [&](const Case& c) { return c.label.find(only) == std::string::npos; });
+        if (all.empty()) throw std::runtime_error(fmt::format("no configuration's label contains '{}'", only));
         // Each round calibrates (unless --hardware), predicts and runs every
         // configuration once: this shared machine drifts by 10 % and more
         // within minutes, and a prediction should meet a machine in the state
         // it was calibrated in. Rounds also spread slow spells over every
         // configuration alike.
+        auto targets_of = [&](const Case& c, profiler::CpuCalibrationOptions& o) {
+            const sim::Config config = config_of(c, size);
+            const models::Workload w = sim::build_workload(config);
+            executor::add_calibration_targets(o, w, sim::lower(w, config));
+        };
         auto calibrate = [&] {
             if (!hardware.empty()) return calib::load_hardware(hardware);
             profiler::CpuCalibrationOptions o;  // the exact GEMM shapes and collective sizes the cases run
             o.quick = !full;
-            for (const Case& c : all) {
-                const sim::Config config = config_of(c, size);
-                const models::Workload w = sim::build_workload(config);
-                executor::add_calibration_targets(o, w, sim::lower(w, config));
-            }
+            for (const Case& c : all) targets_of(c, o);
             return profiler::calibrate_cpu(
                 o, [](std::string_view, double) {}, [](std::string_view) {});
         };
-        std::vector<std::vector<double>> predicted_s(all.size()), measured_s(all.size()), spread(all.size());
+        // By configuration, one entry per round.
+        std::vector<std::vector<double>> predicted_s(all.size()), fresh_predicted_s(all.size()), measured_s(all.size()),
+            spread(all.size());
         // Per task kind (summed task times of rank 0), compute and collective: where the error comes from.
         std::vector<std::vector<double>> compute_error(all.size()), collective_error(all.size());
         std::string cal_name;
@@ -137,17 +153,30 @@ int main(int argc, char** argv) {
             for (std::size_t i = 0; i < all.size(); ++i) {
                 const sim::Config config = config_of(all[i], size);
                 auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
-                const sim::SimResult predicted = sim::simulate(workload, config, cal);
+                predicted_s[i].push_back(sim::simulate(workload, config, cal).metrics.step_time_s);
+                profiler::CpuCalibrationOptions targets;
+                targets_of(all[i], targets);
+                const calib::Calibration fresh = profiler::refresh_cpu_calibration(cal, targets);
+                const sim::SimResult predicted = sim::simulate(workload, config, fresh);
                 executor::ExecOptions eo;
                 eo.steps = steps;
                 eo.mode = executor::Mode::replay;
                 const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
                 const std::vector<double> steady(measured.step_time_s.begin() + warmup, measured.step_time_s.end());
                 const double median = percentile(steady, 0.5);
-                predicted_s[i].push_back(predicted.metrics.step_time_s);
+                fresh_predicted_s[i].push_back(predicted.metrics.step_time_s);
                 measured_s[i].push_back(median);
                 // Half the p10-p90 range of the steps, relative: this machine's noise.
                 spread[i].push_back((percentile(steady, 0.9) - percentile(steady, 0.1)) / 2 / median);
+                if (rank == 0 && !trace_dir.empty()) {
+                    std::string name = all[i].label;
+                    std::replace_if(
+                        name.begin(), name.end(), [](char ch) { return !std::isalnum(ch); }, '_');
+                    const std::string stem = fmt::format("{}/r{}-{}", trace_dir, round, name);
+                    traces::write_chrome_trace(sim::make_timeline(predicted, config, fresh.name),
+                                               stem + "-predicted.json");
+                    traces::write_chrome_trace(measured.timeline, stem + "-measured.json");
+                }
                 if (rank == 0) {
                     const executor::Comparison c = executor::compare(predicted, measured);
                     auto kind_error = [&](std::size_t k) {
@@ -163,33 +192,40 @@ int main(int argc, char** argv) {
         if (rank != 0) return 0;
         fmt::print(
             "accuracy: mlp-8x1024, micro-batch 128, fp32, {} ranks; {} round(s), each a {} calibration ('{}') then "
-            "{} steps of every configuration (the first {} warm-up); medians over the rounds\n\n"
-            "{:<30} {:>12} {:>12} {:>9} {:>9}   {:>9} {:>10}\n",
+            "{} steps of every configuration (the first {} warm-up); medians over the rounds\n"
+            "error: from the calibration refreshed just before the run; calibrated: from the round's calibration; "
+            "compute, collective: per-kind errors on the critical rank (refreshed)\n\n"
+            "{:<30} {:>12} {:>12} {:>9} {:>9}   {:>10} {:>9} {:>10}\n",
             size, rounds,
             !hardware.empty() ? "given"
             : full            ? "full"
                               : "quick",
-            cal_name, steps, warmup, "configuration", "predicted", "measured", "error", "spread", "compute",
-            "collective");
-        std::vector<double> errors, spreads;
+            cal_name, steps, warmup, "configuration", "predicted", "measured", "error", "spread", "calibrated",
+            "compute", "collective");
+        // The median over rounds of (predicted - measured) / measured.
+        auto median_error = [&](const std::vector<double>& predicted, const std::vector<double>& measured) {
+            std::vector<double> e;
+            for (std::size_t r = 0; r < predicted.size(); ++r) e.push_back((predicted[r] - measured[r]) / measured[r]);
+            return percentile(e, 0.5);
+        };
+        std::vector<double> errors, calibrated_errors, spreads;
         for (std::size_t i = 0; i < all.size(); ++i) {
-            std::vector<double> round_errors;
-            for (int r = 0; r < rounds; ++r)
-                round_errors.push_back(
-                    (predicted_s[i][static_cast<std::size_t>(r)] - measured_s[i][static_cast<std::size_t>(r)]) /
-                    measured_s[i][static_cast<std::size_t>(r)]);
-            const double error = percentile(round_errors, 0.5);
+            const double error = median_error(fresh_predicted_s[i], measured_s[i]);
+            const double calibrated = median_error(predicted_s[i], measured_s[i]);
             errors.push_back(std::abs(error));
+            calibrated_errors.push_back(std::abs(calibrated));
             spreads.push_back(percentile(spread[i], 0.5));
-            fmt::print("{:<30} {:>9.3f} ms {:>9.3f} ms {:>+8.1f} % {:>7.1f} %   {:>+7.1f} % {:>+8.1f} %\n",
-                       all[i].label, percentile(predicted_s[i], 0.5) * 1e3, percentile(measured_s[i], 0.5) * 1e3,
-                       100 * error, 100 * spreads.back(), 100 * percentile(compute_error[i], 0.5),
+            fmt::print("{:<30} {:>9.3f} ms {:>9.3f} ms {:>+8.1f} % {:>7.1f} %   {:>+8.1f} % {:>+7.1f} % {:>+8.1f} %\n",
+                       all[i].label, percentile(fresh_predicted_s[i], 0.5) * 1e3, percentile(measured_s[i], 0.5) * 1e3,
+                       100 * error, 100 * spreads.back(), 100 * calibrated, 100 * percentile(compute_error[i], 0.5),
                        100 * percentile(collective_error[i], 0.5));
         }
         fmt::print(
             "\n|error| over {} configurations: median {:.1f} %, p90 {:.1f} % (target: median <= 5 %, p90 <= 10 %)\n"
+            "from the round's calibration alone: median {:.1f} %, p90 {:.1f} %\n"
             "step-time spread within a run (half the p10-p90 range): median {:.1f} %\n",
             errors.size(), 100 * percentile(errors, 0.5), 100 * percentile(errors, 0.9),
+            100 * percentile(calibrated_errors, 0.5), 100 * percentile(calibrated_errors, 0.9),
             100 * percentile(spreads, 0.5));
     } catch (const std::exception& e) {
         fmt::print(stderr, "accuracy: error on rank {}: {}\n", rank, e.what());

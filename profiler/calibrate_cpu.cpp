@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <sched.h>
+
 #include <algorithm>
 
 namespace dtsim::profiler {
@@ -34,6 +36,30 @@ RepeatPolicy repeat_policy(bool quick) {
 
 namespace {
 
+// More ranks on this host than CPUs this process may run on (oversubscribed):
+// ranks then take turns on the cores.
+bool ranks_outnumber_cores() {
+    MPI_Comm local = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    int local_ranks = 1;
+    MPI_Comm_size(local, &local_ranks);
+    MPI_Comm_free(&local);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int outnumber = local_ranks > cpus ? 1 : 0, any = 0;
+    MPI_Allreduce(&outnumber, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any != 0;
+}
+
+// The repeat policy of this machine: long samples where ranks take turns on
+// the cores (RepeatPolicy::min_sample_us), so that a sample sees many turns.
+RepeatPolicy machine_policy(bool quick) {
+    RepeatPolicy p = repeat_policy(quick);
+    if (ranks_outnumber_cores()) p.min_sample_us = quick ? 30e3 : 100e3;
+    return p;
+}
+
 // A data-parallel step runs at the pace of its slowest rank (every rank waits
 // at the next collective), and cores are not equal (siblings, neighbours): the
 // calibration keeps the slowest rank's figure, like the collectives' time
@@ -49,14 +75,97 @@ double slowest_rate(double local) {
     return out;
 }
 
+std::vector<calib::CollectivePoint> points_of(const std::vector<CollectiveRow>& rows) {
+    std::vector<calib::CollectivePoint> points;
+    for (const auto& r : rows) points.push_back({r.size_bytes, r.time.mean_us, r.time.spread});
+    return points;
+}
+
+// Streaming and copy bandwidth, the cost of a tiny pass and CPU Adam: the
+// memory-bound figures, which all ranks of a host share.
+void measure_memory_and_adam(calib::Calibration& c, bool quick, const RepeatPolicy& policy,
+                             const ProgressFn& progress) {
+    MemoryResult mem = bench_memory(quick, policy, progress);
+    const double memcpy_gbps = slowest_rate(mem.memcpy_gbps);
+    const double adam = slowest_rate(bench_cpu_adam_params_per_s(quick ? (1 << 20) : (16 << 20), policy));
+    c.device.mem_bw_gbps = slowest_rate(mem.stream_gbps);
+    c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
+    c.device.kernel_overhead_us = slowest_time(mem.kernel_overhead_us);
+    // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
+    c.host.h2d_pinned_gbps = c.host.d2h_pinned_gbps = c.host.h2d_pageable_gbps = c.host.d2h_pageable_gbps = memcpy_gbps;
+    c.host.cpu_adam_params_per_s = c.host.cpu_torch_adam_params_per_s = adam;
+}
+
+// Measured GEMM points replace those of the same shape, or join them.
+void merge_gemm_points(std::vector<calib::GemmPoint>& into, const std::vector<calib::GemmPoint>& fresh) {
+    for (const auto& p : fresh) {
+        auto same = std::find_if(into.begin(), into.end(), [&](const calib::GemmPoint& q) {
+            return q.dtype == p.dtype && q.m == p.m && q.n == p.n && q.k == p.k && q.batch == p.batch;
+        });
+        if (same != into.end())
+            *same = p;
+        else
+            into.push_back(p);
+    }
+}
+
 }  // namespace
+
+calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CpuCalibrationOptions& targets) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    // The full run's repeats: there are few targets, and their figures must
+    // hold as well as the calibration's they replace.
+    const RepeatPolicy policy = machine_policy(false);
+    calib::Calibration c = base;
+    std::vector<calib::GemmPoint> fresh = bench_gemm(targets.extra_gemm_shapes, policy, {});
+    for (auto& p : fresh) p.time_us = slowest_time(p.time_us);
+    merge_gemm_points(c.gemm_points, fresh);
+    if (!c.gemm_curves.empty() && !fresh.empty()) {
+        // Refit so that the curve and its points describe the same state of the machine.
+        std::erase_if(c.gemm_curves, [](const calib::GemmCurve& g) { return g.dtype == DType::fp32; });
+        c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
+    }
+    measure_memory_and_adam(c, true, policy, {});
+
+    if (size > 1 && !targets.extra_collective_sizes.empty()) {
+        CollectiveSweep sweep;
+        for (const auto& [kind, bytes] : targets.extra_collective_sizes)
+            if (std::find(sweep.kinds.begin(), sweep.kinds.end(), kind) == sweep.kinds.end())
+                sweep.kinds.push_back(kind);
+        sweep.extra_sizes = targets.extra_collective_sizes;
+        sweep.only_extra_sizes = true;
+        const auto rows = bench_mpi_collectives(sweep, policy, {});
+        for (CollectiveKind kind : sweep.kinds) {
+            std::vector<CollectiveRow> of_kind;
+            for (const auto& r : rows)
+                if (r.kind == kind) of_kind.push_back(r);
+            auto curve = std::find_if(c.collectives.begin(), c.collectives.end(), [&](const calib::CollectiveCurve& k) {
+                return k.kind == kind && k.scope == calib::LinkScope::intra_node && k.group_size == size;
+            });
+            std::vector<calib::CollectivePoint> points = points_of(of_kind);
+            if (curve != c.collectives.end())
+                for (const auto& old : curve->points)
+                    if (std::none_of(points.begin(), points.end(),
+                                     [&](const calib::CollectivePoint& p) { return p.size_bytes == old.size_bytes; }))
+                        points.push_back(old);
+            calib::CollectiveCurve fitted = fit_collective(kind, calib::LinkScope::intra_node, size, points);
+            if (curve != c.collectives.end())
+                *curve = std::move(fitted);
+            else
+                c.collectives.push_back(std::move(fitted));
+        }
+    }
+    c.provenance.notes += "; refreshed (targets, memory, Adam) at " + utc_timestamp();
+    return c;
+}
 
 calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressFn& progress,
                                  const std::function<void(std::string_view)>& report) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const RepeatPolicy policy = repeat_policy(o.quick);
+    const RepeatPolicy policy = machine_policy(o.quick);
     auto phase = [&](double begin, double end) {
         return [&progress, begin, end](std::string_view what, double f) { progress(what, begin + (end - begin) * f); };
     };
@@ -81,27 +190,15 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
 
     progress("memory bandwidth", 0.35);
-    MemoryResult mem = bench_memory(o.quick, policy, phase(0.35, 0.40));
-    mem.stream_gbps = slowest_rate(mem.stream_gbps);
-    mem.memcpy_gbps = slowest_rate(mem.memcpy_gbps);
-    mem.kernel_overhead_us = slowest_time(mem.kernel_overhead_us);
+    measure_memory_and_adam(c, o.quick, policy, phase(0.35, 0.40));
     progress("file write and read (NVMe offload path)", 0.40);
     FileIoResult io = bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
-    io.read_gbps = slowest_rate(io.read_gbps);
-    io.write_gbps = slowest_rate(io.write_gbps);
-    progress("CPU Adam", 0.48);
-    const double adam = slowest_rate(bench_cpu_adam_params_per_s(o.quick ? (1 << 20) : (16 << 20), policy));
-
+    c.host.nvme_read_gbps = slowest_rate(io.read_gbps);
+    c.host.nvme_write_gbps = slowest_rate(io.write_gbps);
     c.device.name = fmt::format("CPU rank ({})", host.cpu_model);
     c.device.memory_bytes = host.memory_bytes / std::max(1, size);
     c.device.reserved_bytes = 0;
-    c.device.mem_bw_gbps = mem.stream_gbps;
-    c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
-    c.device.kernel_overhead_us = mem.kernel_overhead_us;
     c.gpus_per_node = size;
-    // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
-    c.host = {
-        mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, mem.memcpy_gbps, adam, io.read_gbps, io.write_gbps, adam};
 
     if (size > 1) {
         CollectiveSweep sweep;
@@ -114,15 +211,11 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         const auto rows = bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
         for (CollectiveKind kind : sweep.kinds) {
             std::vector<CollectiveRow> of_kind;
-            std::vector<calib::CollectivePoint> points;
             for (const auto& r : rows)
-                if (r.kind == kind) {
-                    of_kind.push_back(r);
-                    points.push_back({r.size_bytes, r.time.median_us, r.time.spread});
-                }
+                if (r.kind == kind) of_kind.push_back(r);
             report(
                 fmt::format("{} over {} ranks:\n{}\n", to_string(kind), size, format_nccl_tests_table(of_kind, size)));
-            c.collectives.push_back(fit_collective(kind, calib::LinkScope::intra_node, size, points));
+            c.collectives.push_back(fit_collective(kind, calib::LinkScope::intra_node, size, points_of(of_kind)));
         }
         progress("overlap of compute and communication", 0.95);
         c.overlap = bench_overlap(o.quick, policy);

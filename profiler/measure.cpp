@@ -20,6 +20,9 @@ Measurement summarize(std::vector<double> samples_us) {
     Measurement m;
     m.samples = static_cast<int>(samples_us.size());
     m.median_us = quantile(0.5);
+    double sum = 0;
+    for (double s : samples_us) sum += s;
+    m.mean_us = sum / static_cast<double>(samples_us.size());
     m.min_us = samples_us.front();
     m.max_us = samples_us.back();
     m.spread = m.median_us > 0 ? (quantile(0.9) - quantile(0.1)) / m.median_us : 0;
@@ -30,8 +33,21 @@ Measurement measure(const RepeatPolicy& policy, const std::function<double()>& r
     for (int i = 0; i < policy.warmup; ++i) run();
     std::vector<double> samples;
     const auto start = std::chrono::steady_clock::now();
+    // One sample: calls of `run` for at least min_sample_us of wall time, their
+    // results averaged (run may report a per-call time of its own inner loop).
+    auto sample = [&] {
+        const auto begin = std::chrono::steady_clock::now();
+        double total = 0;
+        int calls = 0;
+        do {
+            total += run();
+            ++calls;
+        } while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count() <
+                 policy.min_sample_us);
+        return total / calls;
+    };
     while (static_cast<int>(samples.size()) < policy.max_samples) {
-        samples.push_back(run());
+        samples.push_back(sample());
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (static_cast<int>(samples.size()) >= policy.min_samples && elapsed >= policy.budget_s) break;
     }

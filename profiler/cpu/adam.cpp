@@ -24,7 +24,7 @@ double bench_cpu_adam_params_per_s(std::int64_t parameters, const RepeatPolicy& 
         adam_pass(parameters, scratch, ++t);
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     });
-    return static_cast<double>(parameters) / (meas.median_us * 1e-6);
+    return static_cast<double>(parameters) / (meas.mean_us * 1e-6);
 }
 
 }  // namespace dtsim::profiler

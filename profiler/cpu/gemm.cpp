@@ -119,7 +119,7 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
             for (int i = 0; i < calls; ++i) call();
             return elapsed_us(start) / calls;
         });
-        out.push_back({DType::fp32, shape.m, shape.n, shape.k, 1, meas.median_us, meas.spread});
+        out.push_back({DType::fp32, shape.m, shape.n, shape.k, 1, meas.mean_us, meas.spread});
     }
     if (progress) progress("sgemm", 1.0);
     return out;

@@ -37,7 +37,7 @@ MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const Progress
         g_sink = scratch.back();
         return us;
     });
-    r.stream_gbps = static_cast<double>(pass_bytes) / (stream.median_us * 1e3);
+    r.stream_gbps = static_cast<double>(pass_bytes) / (stream.mean_us * 1e3);
 
     if (progress) progress("memory: memcpy", 0.4);
     // Copy bandwidth: bytes copied per second (each byte is read once and written
@@ -50,7 +50,7 @@ MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const Progress
         g_sink = scratch.back();
         return us;
     });
-    r.memcpy_gbps = static_cast<double>(bytes) / (copy.median_us * 1e3);
+    r.memcpy_gbps = static_cast<double>(bytes) / (copy.mean_us * 1e3);
 
     if (progress) progress("memory: kernel overhead", 0.8);
     // The fixed cost of a kernel: a 1 KiB pass (cache-resident), looped so

@@ -24,6 +24,14 @@ struct CpuCalibrationOptions {
     std::string name;          // default: <host>-cpu-<N>ranks
 };
 
+// Re-measures, quickly, what drifts on a shared machine and what a Plan's
+// price rests on: `targets`' GEMM shapes and collective sizes (nothing else of
+// the sweeps), memory and copy bandwidth, and CPU Adam. Those replace their
+// counterparts in `base`; the rest (file I/O, overlap, other points) is kept.
+// Collective over MPI_COMM_WORLD, like calibrate_cpu. For checking a
+// prediction against a run that follows at once (bench/accuracy).
+calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CpuCalibrationOptions& targets);
+
 // The repeat policy of a quick or a full calibration.
 RepeatPolicy repeat_policy(bool quick);
 

@@ -11,6 +11,10 @@ namespace dtsim::profiler {
 
 struct Measurement {
     double median_us = 0;
+    // What the calibration prices with: a step sums many tasks, so it pays this
+    // machine's occasional stalls (preemptions, page faults) at their average
+    // rate, which the median leaves out.
+    double mean_us = 0;
     double min_us = 0;
     double max_us = 0;
     double spread = 0;  // (p90 - p10) / median
@@ -22,6 +26,10 @@ struct RepeatPolicy {
     int min_samples = 5;
     int max_samples = 200;
     double budget_s = 0.2;  // stop once min_samples are taken and this much time has passed
+    // A sample repeats the work until it has run this long and keeps the mean:
+    // where ranks outnumber cores, a rank's work is time-sliced in turns of
+    // several milliseconds, and only long samples see its fair share.
+    double min_sample_us = 0;
 };
 
 // Times `run` (which returns its own duration in microseconds, so that MPI

@@ -1,0 +1,122 @@
+// refresh_cpu_calibration re-measures the targets, memory and Adam and keeps
+// everything else; wait_for_peers sleeps while it waits. The [.mpi2] cases run
+// on 2 ranks (tests/mpi/catch_2ranks.sh), the others in one process.
+#include "dtsim/profiler/calibrate_cpu.hpp"
+#include "dtsim/profiler/fit.hpp"
+#include "dtsim/profiler/mpi_init.hpp"
+#include "dtsim/profiler/peer_wait.hpp"
+
+#include <mpi.h>
+#include <catch2/catch.hpp>
+
+#include <time.h>
+
+#include <chrono>
+#include <thread>
+
+using namespace dtsim;
+using namespace dtsim::profiler;
+using calib::CollectiveKind;
+
+namespace {
+
+constexpr double kBogusUs = 1e9;  // a time no real measurement gives
+constexpr std::int64_t kTargetBytes = 1 << 20;
+constexpr std::int64_t kOtherBytes = 4096;
+
+// A calibration whose target entries are bogus and whose other entries are
+// recognisable, so that the test can tell what the refresh replaced.
+calib::Calibration base_calibration(int ranks) {
+    calib::Calibration c;
+    c.name = "base";
+    c.gemm_points = {{DType::fp32, 64, 64, 64, 1, kBogusUs, 0}, {DType::fp32, 32, 16, 8, 1, 123.0, 0}};
+    c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
+    c.device.mem_bw_gbps = 1e-6;
+    c.host.cpu_adam_params_per_s = 1.0;
+    c.host.nvme_read_gbps = 0.125;
+    c.host.nvme_write_gbps = 0.25;
+    c.overlap.compute_slowdown_under_comm = 3.5;
+    if (ranks > 1) {
+        const std::vector<calib::CollectivePoint> points{{kOtherBytes, 77.0, 0}, {kTargetBytes, kBogusUs, 0}};
+        c.collectives.push_back(fit_collective(CollectiveKind::allreduce, calib::LinkScope::intra_node, ranks, points));
+    }
+    return c;
+}
+
+CpuCalibrationOptions targets() {
+    CpuCalibrationOptions t;
+    t.extra_gemm_shapes = {{64, 64, 64}};
+    t.extra_collective_sizes = {{CollectiveKind::allreduce, kTargetBytes}};
+    return t;
+}
+
+int world_size() {
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+void check_refreshed(const calib::Calibration& c) {
+    REQUIRE(c.gemm_points.size() == 2);
+    CHECK(c.gemm_points[0].time_us < 1e5);     // re-measured
+    CHECK(c.gemm_points[1].time_us == 123.0);  // kept
+    CHECK(c.device.mem_bw_gbps > 0.01);
+    CHECK(c.host.cpu_adam_params_per_s > 1e3);
+    CHECK(c.host.h2d_pinned_gbps > 0);
+    CHECK(c.host.nvme_read_gbps == 0.125);  // not re-measured
+    CHECK(c.host.nvme_write_gbps == 0.25);
+    CHECK(c.overlap.compute_slowdown_under_comm == 3.5);
+    CHECK(c.name == "base");
+}
+
+double thread_cpu_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+TEST_CASE("refresh_cpu_calibration on one rank replaces the targets' GEMM points and memory figures only") {
+    ensure_mpi();
+    if (world_size() != 1) return;  // the [.mpi2] case covers 2 ranks
+    check_refreshed(refresh_cpu_calibration(base_calibration(1), targets()));
+}
+
+TEST_CASE("2 ranks: refresh_cpu_calibration re-measures the target collective size and keeps the others", "[.mpi2]") {
+    ensure_mpi();
+    REQUIRE(world_size() == 2);
+    const calib::Calibration c = refresh_cpu_calibration(base_calibration(2), targets());
+    check_refreshed(c);
+    REQUIRE(c.collectives.size() == 1);
+    const auto& points = c.collectives[0].points;
+    REQUIRE(points.size() == 2);
+    CHECK(points[0].size_bytes == kOtherBytes);
+    CHECK(points[0].time_us == 77.0);
+    CHECK(points[1].size_bytes == kTargetBytes);
+    CHECK(points[1].time_us < 1e5);
+    // Every rank prices with the same figures.
+    double t = points[1].time_us, lo = 0, hi = 0;
+    MPI_Allreduce(&t, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&t, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    CHECK(lo == hi);
+}
+
+TEST_CASE("2 ranks: wait_for_peers waits for the late rank and sleeps meanwhile", "[.mpi2]") {
+    ensure_mpi();
+    REQUIRE(world_size() == 2);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Barrier(MPI_COMM_WORLD);
+    constexpr auto kLate = std::chrono::milliseconds(300);
+    if (rank == 1) std::this_thread::sleep_for(kLate);
+    const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = thread_cpu_s();
+    wait_for_peers(MPI_COMM_WORLD);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = thread_cpu_s() - cpu_start;
+    if (rank == 0) {
+        CHECK(wall >= 0.25);      // it waited for rank 1
+        CHECK(cpu < 0.3 * wall);  // mostly asleep (a spinning wait burns all of it)
+    }
+}
