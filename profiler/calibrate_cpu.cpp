@@ -83,11 +83,10 @@ std::vector<calib::CollectivePoint> points_of(const std::vector<CollectiveRow>& 
 
 // Streaming and copy bandwidth, the cost of a tiny pass and CPU Adam: the
 // memory-bound figures, which all ranks of a host share.
-void measure_memory_and_adam(calib::Calibration& c, bool quick, const RepeatPolicy& policy,
-                             const ProgressFn& progress) {
-    MemoryResult mem = bench_memory(quick, policy, progress);
+void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, const ProgressFn& progress) {
+    MemoryResult mem = bench_memory(policy, progress);
     const double memcpy_gbps = slowest_rate(mem.memcpy_gbps);
-    const double adam = slowest_rate(bench_cpu_adam_params_per_s(quick ? (1 << 20) : (16 << 20), policy));
+    const double adam = slowest_rate(bench_cpu_adam_params_per_s(16 << 20, policy));
     c.device.mem_bw_gbps = slowest_rate(mem.stream_gbps);
     c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
     c.device.kernel_overhead_us = slowest_time(mem.kernel_overhead_us);
@@ -126,7 +125,7 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
         std::erase_if(c.gemm_curves, [](const calib::GemmCurve& g) { return g.dtype == DType::fp32; });
         c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
     }
-    measure_memory_and_adam(c, true, policy, {});
+    measure_memory_and_adam(c, policy, {});
 
     if (size > 1 && !targets.extra_collective_sizes.empty()) {
         CollectiveSweep sweep;
@@ -190,7 +189,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
 
     progress("memory bandwidth", 0.35);
-    measure_memory_and_adam(c, o.quick, policy, phase(0.35, 0.40));
+    measure_memory_and_adam(c, policy, phase(0.35, 0.40));
     progress("file write and read (NVMe offload path)", 0.40);
     FileIoResult io = bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
     c.host.nvme_read_gbps = slowest_rate(io.read_gbps);

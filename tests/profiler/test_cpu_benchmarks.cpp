@@ -59,7 +59,7 @@ TEST_CASE("default GEMM shapes: the full grid is larger and covers skinny shapes
 }
 
 TEST_CASE("bench_memory reports positive bandwidths and a small kernel overhead") {
-    const MemoryResult r = bench_memory(true, kQuick, nullptr);
+    const MemoryResult r = bench_memory(kQuick, nullptr);
     CHECK(r.stream_gbps > 0.1);
     CHECK(r.memcpy_gbps > 0.1);
     CHECK(r.kernel_overhead_us > 0);

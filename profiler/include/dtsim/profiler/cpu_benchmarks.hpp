@@ -31,7 +31,7 @@ struct MemoryResult {
     double memcpy_gbps = 0;         // memcpy of large buffers (host copies)
     double kernel_overhead_us = 0;  // the cost of a tiny pass (call overhead)
 };
-MemoryResult bench_memory(bool quick, const RepeatPolicy& policy, const ProgressFn& progress);
+MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress);
 
 struct FileIoResult {
     double write_gbps = 0;
