@@ -151,7 +151,11 @@ int main(int argc, char** argv) {
             const calib::Calibration cal = calibrate();
             cal_name = cal.name;
             if (rank == 0 && !save.empty() && round == 0) calib::write_calibration(cal, save);
-            for (std::size_t i = 0; i < all.size(); ++i) {
+            // Each round starts at another configuration, so that none is
+            // always the first after a calibration (the machine drifts).
+            const std::size_t first = static_cast<std::size_t>(round) * all.size() / static_cast<std::size_t>(rounds);
+            for (std::size_t n = 0; n < all.size(); ++n) {
+                const std::size_t i = (first + n) % all.size();
                 const sim::Config config = config_of(all[i], size);
                 auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
                 const sim::SimResult predicted = sim::simulate(workload, config, cal);

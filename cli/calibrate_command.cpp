@@ -88,8 +88,7 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     options.io_dir = o.io_dir;
     options.name = o.name;
     int skipped = 0;
-    if (!o.model.empty())
-        options.extra_gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
+    if (!o.model.empty()) options.extra_gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
     const Calibration c = profiler::calibrate_cpu(
         options, [&](std::string_view what, double f) { bar.update(what, f); },
         [&](std::string_view text) {
@@ -167,15 +166,10 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
         std::erase_if(c.collectives,
                       [](const calib::CollectiveCurve& x) { return x.scope == calib::LinkScope::intra_node; });
         for (CollectiveKind kind : sweep.kinds) {
-            std::vector<profiler::CollectiveRow> of_kind;
-            std::vector<calib::CollectivePoint> points;
-            for (const auto& r : result.rows)
-                if (r.kind == kind) {
-                    of_kind.push_back(r);
-                    points.push_back({r.size_bytes, r.time.median_us, r.time.spread});
-                }
+            const std::vector<profiler::CollectiveRow> of_kind = profiler::rows_of_kind(result.rows, kind);
             if (mpi.rank() == 0) fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size()));
-            c.collectives.push_back(profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), points));
+            c.collectives.push_back(
+                profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), profiler::points_of(of_kind)));
         }
         bar.update("overlap of compute and NCCL", 0.92);
         c.overlap = require(profiler::cuda::bench_cuda_overlap(o.quick, policy), "overlap");

@@ -75,12 +75,6 @@ double slowest_rate(double local) {
     return out;
 }
 
-std::vector<calib::CollectivePoint> points_of(const std::vector<CollectiveRow>& rows) {
-    std::vector<calib::CollectivePoint> points;
-    for (const auto& r : rows) points.push_back({r.size_bytes, r.time.mean_us, r.time.spread});
-    return points;
-}
-
 // Streaming and copy bandwidth, the cost of a tiny pass and CPU Adam: the
 // memory-bound figures, which all ranks of a host share.
 void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, const ProgressFn& progress) {
@@ -136,9 +130,7 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
         sweep.only_extra_sizes = true;
         const auto rows = bench_mpi_collectives(sweep, policy, {});
         for (CollectiveKind kind : sweep.kinds) {
-            std::vector<CollectiveRow> of_kind;
-            for (const auto& r : rows)
-                if (r.kind == kind) of_kind.push_back(r);
+            const std::vector<CollectiveRow> of_kind = rows_of_kind(rows, kind);
             auto curve = std::find_if(c.collectives.begin(), c.collectives.end(), [&](const calib::CollectiveCurve& k) {
                 return k.kind == kind && k.scope == calib::LinkScope::intra_node && k.group_size == size;
             });
@@ -209,9 +201,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.extra_sizes = o.extra_collective_sizes;
         const auto rows = bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
         for (CollectiveKind kind : sweep.kinds) {
-            std::vector<CollectiveRow> of_kind;
-            for (const auto& r : rows)
-                if (r.kind == kind) of_kind.push_back(r);
+            const std::vector<CollectiveRow> of_kind = rows_of_kind(rows, kind);
             report(
                 fmt::format("{} over {} ranks:\n{}\n", to_string(kind), size, format_nccl_tests_table(of_kind, size)));
             c.collectives.push_back(fit_collective(kind, calib::LinkScope::intra_node, size, points_of(of_kind)));

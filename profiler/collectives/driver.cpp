@@ -169,6 +169,19 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
 
 }  // namespace
 
+std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind) {
+    std::vector<CollectiveRow> out;
+    for (const auto& r : rows)
+        if (r.kind == kind) out.push_back(r);
+    return out;
+}
+
+std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> rows) {
+    std::vector<calib::CollectivePoint> points;
+    for (const auto& r : rows) points.push_back({r.size_bytes, r.time.mean_us, r.time.spread});
+    return points;
+}
+
 std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
                                                  const ProgressFn& progress) {
     const std::vector<std::int64_t> sizes = sweep.only_extra_sizes ? std::vector<std::int64_t>{} : sweep_sizes(sweep);

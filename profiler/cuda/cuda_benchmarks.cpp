@@ -383,7 +383,7 @@ CudaResult<std::vector<calib::GemmPoint>> bench_cublas_gemm(std::span<const Gemm
                 auto device_us = per_call_kernel_us(collector.flush(), calls, policy.warmup);
                 if (!device_us.empty()) m = summarize(std::move(device_us));
             }
-            points.push_back({dtype, s.m, s.n, s.k, 1, m.median_us});
+            points.push_back({dtype, s.m, s.n, s.k, 1, m.mean_us});
         }
         if (progress) progress("cuBLAS GEMM", 1.0);
         return points;
@@ -482,7 +482,7 @@ CudaResult<HostCopyResult> bench_host_copies(std::int64_t bytes, const RepeatPol
                 ev.stop(stream.get());
                 return ev.elapsed_us();
             });
-            return m.median_us > 0 ? static_cast<double>(n) / (m.median_us * 1e3) : 0.0;
+            return m.mean_us > 0 ? static_cast<double>(n) / (m.mean_us * 1e3) : 0.0;
         };
         HostCopyResult r;
         r.h2d_pinned_gbps = gbps(dev.get(), pinned.get(), cudaMemcpyHostToDevice);

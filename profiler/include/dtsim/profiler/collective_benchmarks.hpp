@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <span>
 #include <vector>
 
 namespace dtsim::profiler {
@@ -17,7 +18,7 @@ struct CollectiveRow {
     calib::CollectiveKind kind;
     std::int64_t size_bytes = 0;  // nccl-tests' size: total bytes S
     std::int64_t count = 0;       // elements
-    Measurement time;             // slowest rank per iteration, median over iterations
+    Measurement time;             // the slowest rank per iteration, over the iterations
     double algbw_gbps = 0;
     double busbw_gbps = 0;
     std::int64_t wrong = 0;  // elements that differ from the expected result
@@ -39,6 +40,12 @@ struct CollectiveSweep {
 // same on every rank.
 std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
                                                  const ProgressFn& progress);
+
+// The rows of one kind, in their order.
+std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind);
+
+// Rows as the calibration's points: the mean time (measure.hpp says why).
+std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> rows);
 
 // nccl-tests' table for one collective: header and one row per size.
 std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks);
