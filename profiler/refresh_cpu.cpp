@@ -1,0 +1,86 @@
+// refresh_cpu_calibration: a calibration's drifting figures re-measured for
+// the targets of the Plans about to run.
+#include "cpu_calibration_parts.hpp"
+
+#include "dtsim/profiler/calibrate_cpu.hpp"
+#include "dtsim/profiler/collective_benchmarks.hpp"
+#include "dtsim/profiler/fit.hpp"
+#include "dtsim/profiler/host_info.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+
+namespace dtsim::profiler {
+
+using calib::CollectiveKind;
+
+namespace {
+
+// Measured GEMM points replace those of the same shape, or join them.
+void merge_gemm_points(std::vector<calib::GemmPoint>& into, const std::vector<calib::GemmPoint>& fresh) {
+    for (const auto& p : fresh) {
+        auto same = std::find_if(into.begin(), into.end(), [&](const calib::GemmPoint& q) {
+            return q.dtype == p.dtype && q.m == p.m && q.n == p.n && q.k == p.k && q.batch == p.batch;
+        });
+        if (same != into.end())
+            *same = p;
+        else
+            into.push_back(p);
+    }
+}
+
+// Measured collective points replace those of the same size in the curve of
+// their kind on this node's group (or start it), which is then refitted.
+void merge_collective_points(std::vector<calib::CollectiveCurve>& curves, CollectiveKind kind, int group_size,
+                             std::vector<calib::CollectivePoint> points) {
+    auto curve = std::find_if(curves.begin(), curves.end(), [&](const calib::CollectiveCurve& k) {
+        return k.kind == kind && k.scope == calib::LinkScope::intra_node && k.group_size == group_size;
+    });
+    if (curve != curves.end())
+        for (const auto& old : curve->points)
+            if (std::none_of(points.begin(), points.end(),
+                             [&](const calib::CollectivePoint& p) { return p.size_bytes == old.size_bytes; }))
+                points.push_back(old);
+    calib::CollectiveCurve fitted = fit_collective(kind, calib::LinkScope::intra_node, group_size, points);
+    if (curve != curves.end())
+        *curve = std::move(fitted);
+    else
+        curves.push_back(std::move(fitted));
+}
+
+}  // namespace
+
+calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CpuCalibrationOptions& targets) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    // The full run's repeats: there are few targets, and their figures must
+    // hold as well as the calibration's they replace.
+    const RepeatPolicy policy = machine_policy(false);
+    calib::Calibration c = base;
+    std::vector<calib::GemmPoint> fresh = bench_gemm(targets.extra_gemm_shapes, policy, {});
+    for (auto& p : fresh) p.time_us = slowest_time(p.time_us);
+    merge_gemm_points(c.gemm_points, fresh);
+    if (!c.gemm_curves.empty() && !fresh.empty()) {
+        // Refit so that the curve and its points describe the same state of the machine.
+        std::erase_if(c.gemm_curves, [](const calib::GemmCurve& g) { return g.dtype == DType::fp32; });
+        c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
+    }
+    measure_memory_and_adam(c, policy, {});
+
+    if (size > 1 && !targets.extra_collective_sizes.empty()) {
+        CollectiveSweep sweep;
+        for (const auto& [kind, bytes] : targets.extra_collective_sizes)
+            if (std::find(sweep.kinds.begin(), sweep.kinds.end(), kind) == sweep.kinds.end())
+                sweep.kinds.push_back(kind);
+        sweep.extra_sizes = targets.extra_collective_sizes;
+        sweep.only_extra_sizes = true;
+        const auto rows = bench_mpi_collectives(sweep, policy, {});
+        for (CollectiveKind kind : sweep.kinds)
+            merge_collective_points(c.collectives, kind, size, points_of(rows_of_kind(rows, kind)));
+    }
+    c.provenance.notes += "; refreshed (targets, memory, Adam) at " + utc_timestamp();
+    return c;
+}
+
+}  // namespace dtsim::profiler
