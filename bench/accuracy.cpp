@@ -5,7 +5,7 @@
 // Each round calibrates; each configuration's error is against that
 // calibration's prediction. A second error prices it from the calibration
 // refreshed just before the run (its GEMM shapes and collective sizes, memory
-// bandwidth and CPU Adam re-measured in about a second): the part of the
+// bandwidth and CPU Adam re-measured in a few seconds): the part of the
 // error that this shared machine's drift between the two explains.
 //   mpirun -np 2 build/release/bench/accuracy [--steps 10] [--rounds 3] [--hardware cal.json] [--full-calibration]
 //       [--save-calibration cal.json] [--only <part of a label>] [--trace-dir DIR]
@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
                 if (rank == 0 && !trace_dir.empty()) {
                     std::string name = all[i].label;
                     std::replace_if(
-                        name.begin(), name.end(), [](char ch) { return !std::isalnum(ch); }, '_');
+                        name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
+                        '_');
                     const std::string stem = fmt::format("{}/r{}-{}", trace_dir, round, name);
                     traces::write_chrome_trace(sim::make_timeline(predicted, config, cal.name),
                                                stem + "-predicted.json");

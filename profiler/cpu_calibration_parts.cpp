@@ -5,33 +5,11 @@
 
 #include <mpi.h>
 
-#include <sched.h>
-
 namespace dtsim::profiler {
-
-namespace {
-
-// More ranks on this host than CPUs this process may run on (oversubscribed):
-// ranks then take turns on the cores.
-bool ranks_outnumber_cores() {
-    MPI_Comm local = MPI_COMM_NULL;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-    int local_ranks = 1;
-    MPI_Comm_size(local, &local_ranks);
-    MPI_Comm_free(&local);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    int outnumber = local_ranks > cpus ? 1 : 0, any = 0;
-    MPI_Allreduce(&outnumber, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return any != 0;
-}
-
-}  // namespace
 
 RepeatPolicy machine_policy(bool quick) {
     RepeatPolicy p = repeat_policy(quick);
-    if (ranks_outnumber_cores()) p.min_sample_us = quick ? 30e3 : 100e3;
+    p.min_sample_us = quick ? 30e3 : 100e3;
     return p;
 }
 

@@ -8,8 +8,9 @@
 
 namespace dtsim::profiler {
 
-// repeat_policy(quick), with long samples where ranks outnumber this host's
-// cores (RepeatPolicy::min_sample_us), so that a sample sees many turns.
+// repeat_policy(quick) with long samples (RepeatPolicy::min_sample_us: 30 ms
+// quick, 100 ms full), so that a sample takes in this machine's stalls at
+// their rate and, where ranks share cores, many turns of the scheduler.
 RepeatPolicy machine_policy(bool quick);
 
 // A data-parallel step runs at the pace of its slowest rank (every rank waits

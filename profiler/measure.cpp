@@ -46,7 +46,8 @@ Measurement measure(const RepeatPolicy& policy, const std::function<double()>& r
                  policy.min_sample_us);
         return total / calls;
     };
-    while (static_cast<int>(samples.size()) < policy.max_samples) {
+    const int max_samples = std::max(1, policy.max_samples);
+    while (static_cast<int>(samples.size()) < max_samples) {
         samples.push_back(sample());
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (static_cast<int>(samples.size()) >= policy.min_samples && elapsed >= policy.budget_s) break;

@@ -77,7 +77,8 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
         sweep.only_extra_sizes = true;
         const auto rows = bench_mpi_collectives(sweep, policy, {});
         for (CollectiveKind kind : sweep.kinds)
-            merge_collective_points(c.collectives, kind, size, points_of(rows_of_kind(rows, kind)));
+            if (auto points = points_of(rows_of_kind(rows, kind)); !points.empty())
+                merge_collective_points(c.collectives, kind, size, std::move(points));
     }
     c.provenance.notes += "; refreshed (targets, memory, Adam) at " + utc_timestamp();
     return c;

@@ -72,7 +72,8 @@ private:
     Floats scratch_;
 };
 
-// Times `run` like measure() but collectively: each sample is the slowest
+// Times `run` like measure() (without min_sample_us: one collective per
+// sample, each from cold caches) but collectively: each sample is the slowest
 // rank's time and the stop decision uses the slowest rank's clock, so every
 // rank takes the same number of samples and gets the same Measurement. Each
 // sample starts with cold caches (CacheFlush).

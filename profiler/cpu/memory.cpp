@@ -64,7 +64,7 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
         g_sink = scratch.back();
         return us / kCalls;
     });
-    r.kernel_overhead_us = tiny.median_us;
+    r.kernel_overhead_us = tiny.mean_us;
     if (progress) progress("memory", 1.0);
     return r;
 }

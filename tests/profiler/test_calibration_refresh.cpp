@@ -1,18 +1,11 @@
 // refresh_cpu_calibration re-measures the targets, memory and Adam and keeps
-// everything else; wait_for_peers sleeps while it waits. The [.mpi2] cases run
-// on 2 ranks (tests/mpi/catch_2ranks.sh), the others in one process.
+// everything else. The [.mpi2] case runs on 2 ranks (tests/mpi/catch_2ranks.sh).
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/fit.hpp"
 #include "dtsim/profiler/mpi_init.hpp"
-#include "dtsim/profiler/peer_wait.hpp"
 
 #include <mpi.h>
 #include <catch2/catch.hpp>
-
-#include <time.h>
-
-#include <chrono>
-#include <thread>
 
 using namespace dtsim;
 using namespace dtsim::profiler;
@@ -69,12 +62,6 @@ void check_refreshed(const calib::Calibration& c) {
     CHECK(c.name == "base");
 }
 
-double thread_cpu_s() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 }  // namespace
 
 TEST_CASE("refresh_cpu_calibration on one rank replaces the targets' GEMM points and memory figures only") {
@@ -100,23 +87,4 @@ TEST_CASE("2 ranks: refresh_cpu_calibration re-measures the target collective si
     MPI_Allreduce(&t, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&t, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     CHECK(lo == hi);
-}
-
-TEST_CASE("2 ranks: wait_for_peers waits for the late rank and sleeps meanwhile", "[.mpi2]") {
-    ensure_mpi();
-    REQUIRE(world_size() == 2);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Barrier(MPI_COMM_WORLD);
-    constexpr auto kLate = std::chrono::milliseconds(300);
-    if (rank == 1) std::this_thread::sleep_for(kLate);
-    const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = thread_cpu_s();
-    wait_for_peers(MPI_COMM_WORLD);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double cpu = thread_cpu_s() - cpu_start;
-    if (rank == 0) {
-        CHECK(wall >= 0.25);      // it waited for rank 1
-        CHECK(cpu < 0.3 * wall);  // mostly asleep (a spinning wait burns all of it)
-    }
 }

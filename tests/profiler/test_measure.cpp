@@ -40,17 +40,25 @@ TEST_CASE("measure with min_sample_us averages calls over at least that much wal
     p.budget_s = 0;
     p.min_sample_us = 5000;
     int calls = 0;
+    std::vector<double> reported;
     const auto start = std::chrono::steady_clock::now();
     const Measurement m = measure(p, [&] {
         ++calls;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        return 1000.0;  // what the call reports, whatever it took
+        reported.push_back(calls % 2 == 0 ? 1000.0 : 3000.0);  // what the call reports, whatever it took
+        return reported.back();
     });
     const double elapsed_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     CHECK(m.samples == 3);
     CHECK(elapsed_us >= 3 * 5000);
-    CHECK(calls >= 3 * 2);                 // each sample needed several 1 ms calls
-    CHECK(calls <= 3 * 5);                 // and stopped once 5 ms had passed
-    CHECK(m.median_us == Approx(1000.0));  // the mean of the calls' own reports
+    CHECK(calls >= 3 * 2);  // each sample needed several 1 ms calls
+    CHECK(calls <= 3 * 5);  // and stopped once 5 ms had passed
+    // Each sample is the mean of its calls' reports, not the last one: the
+    // samples' mean is the mean of all reports, up to the odd last sample.
+    double sum = 0;
+    for (double r : reported) sum += r;
+    CHECK(m.mean_us == Approx(sum / static_cast<double>(reported.size())).epsilon(0.25));
+    CHECK(m.min_us > 1000.0);  // no sample is a single call's 1000
+    CHECK(m.max_us < 3000.0);  // nor a single call's 3000
 }

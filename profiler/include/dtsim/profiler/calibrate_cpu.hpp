@@ -24,7 +24,7 @@ struct CpuCalibrationOptions {
     std::string name;          // default: <host>-cpu-<N>ranks
 };
 
-// Re-measures, quickly, what drifts on a shared machine and what a Plan's
+// Re-measures, in a few seconds, what drifts on a shared machine and what a Plan's
 // price rests on: `targets`' GEMM shapes and collective sizes (nothing else of
 // the sweeps), memory and copy bandwidth, and CPU Adam. Those replace their
 // counterparts in `base`; the rest (file I/O, overlap, other points) is kept.

@@ -31,7 +31,7 @@ LinkScope link_scope_from_string(std::string_view s);
 // One measured collective: nccl-tests' `size` (total bytes S) and time.
 struct CollectivePoint {
     std::int64_t size_bytes = 0;
-    double time_us = 0;  // median of the repeats
+    double time_us = 0;  // mean of the repeats (presets and imports: as published)
     double spread = 0;   // (p90 - p10) / median of the repeats; 0 when unknown
 };
 
@@ -64,7 +64,7 @@ struct GemmCurve {
 struct GemmPoint {
     DType dtype = DType::fp32;
     std::int64_t m = 0, n = 0, k = 0, batch = 1;
-    double time_us = 0;  // median of the repeats
+    double time_us = 0;  // mean of the repeats (presets and imports: as published)
     double spread = 0;   // (p90 - p10) / median of the repeats; 0 when unknown
 };
 

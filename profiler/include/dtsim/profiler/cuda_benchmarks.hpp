@@ -42,7 +42,7 @@ CudaResult<std::vector<calib::GemmPoint>> bench_cublas_gemm(std::span<const Gemm
 std::string nccl_provenance();
 
 struct NcclSweepResult {
-    std::vector<CollectiveRow> rows;  // like bench_mpi_collectives: slowest rank, median over iterations
+    std::vector<CollectiveRow> rows;  // like bench_mpi_collectives: the slowest rank per iteration
     std::string provenance;           // nccl_provenance()
 };
 

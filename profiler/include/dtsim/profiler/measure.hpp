@@ -1,5 +1,5 @@
 // Timing helpers shared by every microbenchmark: warm-up, repeats until a time
-// budget, the median kept and the spread recorded.
+// budget; median, mean and spread kept.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +26,10 @@ struct RepeatPolicy {
     int min_samples = 5;
     int max_samples = 200;
     double budget_s = 0.2;  // stop once min_samples are taken and this much time has passed
-    // A sample repeats the work until it has run this long and keeps the mean:
-    // where ranks outnumber cores, a rank's work is time-sliced in turns of
-    // several milliseconds, and only long samples see its fair share.
+    // A sample repeats the work until it has run this long and keeps the mean
+    // of the calls: only long samples take in occasional stalls at their rate
+    // and, where ranks share cores, a rank's fair share of time slices
+    // (turns of several milliseconds).
     double min_sample_us = 0;
 };
 
