@@ -1,6 +1,8 @@
 // Replay mode's work units: each task's ops at their shapes on scratch buffers.
 #include "cpu_backend.hpp"
 
+#include "../replayed_ops.hpp"
+
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_kernels.hpp"
 
@@ -28,24 +30,8 @@ std::int64_t floats_of(std::int64_t bytes) {
     return std::max<std::int64_t>(1, bytes / 4);
 }
 
-// The ops a compute task runs: a layer's forward or backward ops.
-const std::vector<models::Op>* ops_of(const models::Workload& w, const sim::Task& t) {
-    if (t.layer < 0) return nullptr;
-    const auto& l = w.layers[static_cast<std::size_t>(t.layer)];
-    return t.phase == sim::Phase::backward ? &l.backward : &l.forward;
-}
-
 void grow(profiler::Floats& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.assign(static_cast<std::size_t>(n), 0.5f);
-}
-
-// Bytes a memory pass of this task moves (elementwise ops, explicit passes, fused work).
-std::int64_t mem_bytes(const models::Workload& w, const sim::Task& t) {
-    std::int64_t bytes = t.bytes;
-    if (const auto* ops = ops_of(w, t))
-        for (const auto& op : *ops)
-            if (op.kind != models::OpKind::gemm) bytes = std::max(bytes, op.bytes);
-    return bytes;
 }
 
 void gemm(const models::Op& op, Scratch& s) {
@@ -96,7 +82,7 @@ void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, 
                             b = std::max(b, op.k * op.n);
                             c = std::max(c, op.m * op.n);
                         }
-                mem = std::max(mem, mem_bytes(w, t) / 4);
+                mem = std::max(mem, memory_pass_bytes(w, t) / 4);
                 break;
             case TaskKind::collective: {
                 const std::int64_t n = floats_of(t.bytes);

@@ -3,6 +3,8 @@
 // NCCL and cudaMemcpyAsync in place of OpenBLAS, loops, MPI and memcpy.
 #include "cuda_backend.hpp"
 
+#include "../replayed_ops.hpp"
+
 #include "device_kernels.hpp"
 #include "dtsim/common/error.hpp"
 
@@ -22,21 +24,6 @@ constexpr std::int64_t kMemScratchBytes = 256LL << 20;
 constexpr std::int64_t kCopyChunkBytes = 256LL << 20;
 // A batched GEMM runs as one strided-batched call when each operand fits in this.
 constexpr std::int64_t kBatchedOperandBytes = 512LL << 20;
-
-const std::vector<models::Op>* ops_of(const models::Workload& w, const sim::Task& t) {
-    if (t.layer < 0) return nullptr;
-    const auto& l = w.layers[static_cast<std::size_t>(t.layer)];
-    return t.phase == sim::Phase::backward ? &l.backward : &l.forward;
-}
-
-// Bytes a memory pass of this task moves (as the CPU backend's mem_bytes).
-std::int64_t mem_bytes(const models::Workload& w, const sim::Task& t) {
-    std::int64_t bytes = t.bytes;
-    if (const auto* ops = ops_of(w, t))
-        for (const auto& op : *ops)
-            if (op.kind != models::OpKind::gemm) bytes = std::max(bytes, op.bytes);
-    return bytes;
-}
 
 bool batched_fits(const models::Op& op, std::int64_t elem) {
     const std::int64_t limit = kBatchedOperandBytes / elem;
@@ -98,7 +85,7 @@ StreamWork::StreamWork(const sim::Plan& plan, const models::Workload& w, int str
                         b = std::max(b, op.k * op.n * batch);
                         c = std::max(c, op.m * op.n * batch);
                     }
-                mem = std::max(mem, mem_bytes(w, t));
+                mem = std::max(mem, memory_pass_bytes(w, t));
                 break;
             case TaskKind::collective:
                 comm = std::max(comm, 4 * (std::max<std::int64_t>(1, t.bytes / 4) + world));

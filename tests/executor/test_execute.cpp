@@ -11,6 +11,8 @@
 #include "reference_mlp.hpp"
 
 #include <mpi.h>
+#include "support/mpi_world.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -23,13 +25,6 @@ using executor::ExecResult;
 using executor::Mode;
 
 namespace {
-
-int world_size() {
-    executor::ensure_mpi();
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 sim::Config mlp_config(int ranks, std::int64_t micro_batch, int grad_accum, sim::OptimizerKind optimizer) {
     sim::Config c;
@@ -75,7 +70,7 @@ ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim:
 }  // namespace
 
 TEST_CASE("replay of a small gpt2 step keeps stream order and dependencies", "[executor]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     sim::Config c;
     c.model = "gpt2";
     c.seq_len = 64;
@@ -105,7 +100,7 @@ TEST_CASE("replay of a small gpt2 step keeps stream order and dependencies", "[e
 }
 
 TEST_CASE("replay runs offload copies, host optimizer and NVMe I/O", "[executor]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     for (const char* offload : {"cpu", "nvme"}) {
         INFO(offload);
         sim::Config c = mlp_config(1, 4, 2, sim::OptimizerKind::adam);
@@ -120,7 +115,7 @@ TEST_CASE("replay runs offload copies, host optimizer and NVMe I/O", "[executor]
 }
 
 TEST_CASE("train mode: the MLP's loss falls over 20 SGD steps", "[executor]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     const ExecResult r = run(mlp_config(1, 16, 1, sim::OptimizerKind::sgd), Mode::train, 20, 1.0);
     CHECK(r.mode == Mode::train);
     REQUIRE(r.loss.size() == 20);
@@ -129,7 +124,7 @@ TEST_CASE("train mode: the MLP's loss falls over 20 SGD steps", "[executor]") {
 }
 
 TEST_CASE("train mode equals a plain reference MLP on the same batch", "[executor]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     for (int accum : {1, 2})
         for (auto opt : {sim::OptimizerKind::sgd, sim::OptimizerKind::adam}) {
             INFO("grad_accum " << accum << ", " << sim::to_string(opt));
@@ -148,7 +143,7 @@ TEST_CASE("train mode equals a plain reference MLP on the same batch", "[executo
 }
 
 TEST_CASE("the executor rejects what it cannot run", "[executor]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     // The config's world must be MPI_COMM_WORLD.
     CHECK_THROWS_WITH(run(mlp_config(2, 4, 1, sim::OptimizerKind::sgd), Mode::replay, 1, 0.1),
                       Catch::Contains("MPI_COMM_WORLD has 1"));
@@ -182,7 +177,7 @@ bool identical_on_all_ranks(const std::vector<std::vector<float>>& params) {
 }  // namespace
 
 TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on the global batch", "[.mpi2]") {
-    const int world = world_size();
+    const int world = dtsim::test::mpi_world_size();
     if (world != 2) {
         WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2]");
         return;
@@ -225,7 +220,7 @@ TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on
 }
 
 TEST_CASE("2 ranks: replay runs real collectives on every rank", "[.mpi2]") {
-    const int world = world_size();
+    const int world = dtsim::test::mpi_world_size();
     if (world != 2) return;
     auto c = mlp_config(world, 4, 1, sim::OptimizerKind::adam);
     for (const char* strategy : {"ddp", "fsdp", "deepspeed"}) {

@@ -12,6 +12,8 @@
 #include "dtsim/sim/strategy.hpp"
 
 #include <mpi.h>
+#include "support/mpi_world.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -27,13 +29,6 @@ using profiler::cuda::ActivityKind;
 using profiler::cuda::ActivityRecord;
 
 namespace {
-
-int world_size() {
-    executor::ensure_mpi();
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 sim::Config mlp_config(sim::Precision precision) {
     sim::Config c;
@@ -103,7 +98,7 @@ TEST_CASE("CUDA executor: CUPTI records become task timings", "[executor][cuda]"
 }
 
 TEST_CASE("CUDA executor: no device is a clear error, train mode a config error", "[executor][cuda]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     const sim::Config c = mlp_config(sim::Precision::fp32);
     const auto w = sim::build_workload(c);
     const auto plan = sim::lower(w, c);
@@ -125,7 +120,7 @@ TEST_CASE("CUDA executor: no device is a clear error, train mode a config error"
 }
 
 TEST_CASE("CUDA executor: a 2-layer MLP replays for 2 steps in stream and dependency order", "[executor][cuda]") {
-    if (world_size() != 1) return;
+    if (dtsim::test::mpi_world_size() != 1) return;
     const std::string why = profiler::cuda::cuda_unavailable_reason();
     if (!why.empty()) {
         WARN("skipped: " << why);

@@ -5,6 +5,8 @@
 #include "dtsim/profiler/mpi_init.hpp"
 
 #include <mpi.h>
+#include "support/mpi_world.hpp"
+
 #include <catch2/catch.hpp>
 
 using namespace dtsim;
@@ -43,12 +45,6 @@ CpuCalibrationOptions targets() {
     return t;
 }
 
-int world_size() {
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
-
 void check_refreshed(const calib::Calibration& c) {
     REQUIRE(c.gemm_points.size() == 2);
     CHECK(c.gemm_points[0].time_us < 1e5);     // re-measured
@@ -66,13 +62,13 @@ void check_refreshed(const calib::Calibration& c) {
 
 TEST_CASE("refresh_cpu_calibration on one rank replaces the targets' GEMM points and memory figures only") {
     ensure_mpi();
-    if (world_size() != 1) return;  // the [.mpi2] case covers 2 ranks
+    if (dtsim::test::mpi_world_size() != 1) return;  // the [.mpi2] case covers 2 ranks
     check_refreshed(refresh_cpu_calibration(base_calibration(1), targets()));
 }
 
 TEST_CASE("2 ranks: refresh_cpu_calibration re-measures the target collective size and keeps the others", "[.mpi2]") {
     ensure_mpi();
-    REQUIRE(world_size() == 2);
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
     const calib::Calibration c = refresh_cpu_calibration(base_calibration(2), targets());
     check_refreshed(c);
     REQUIRE(c.collectives.size() == 1);

@@ -9,6 +9,8 @@
 #include "../../profiler/collectives/collective_table.hpp"
 
 #include <mpi.h>
+#include "support/mpi_world.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -22,12 +24,6 @@ using dtsim::calib::CollectiveKind;
 namespace {
 
 using dtsim::profiler::ensure_mpi;
-
-int world_size() {
-    int n = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    return n;
-}
 
 RepeatPolicy quick_policy() {
     RepeatPolicy p;
@@ -138,7 +134,7 @@ TEST_CASE("format_nccl_tests_table writes nccl-tests' columns that parse back", 
 
 TEST_CASE("a 1-rank sweep measures and checks every collective at every size", "[collectives]") {
     ensure_mpi();
-    REQUIRE(world_size() == 1);
+    REQUIRE(dtsim::test::mpi_world_size() == 1);
     CollectiveSweep sweep;
     sweep.kinds = kAllKinds;
     sweep.min_bytes = 1024;
@@ -200,7 +196,7 @@ bool same_on_all_ranks(double x) {
 
 TEST_CASE("2 ranks: every collective is correct and identical on all ranks", "[.mpi2]") {
     ensure_mpi();
-    REQUIRE(world_size() == 2);
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
     CollectiveSweep sweep;
     sweep.kinds = kAllKinds;
     sweep.min_bytes = 1024;
@@ -228,7 +224,7 @@ TEST_CASE("2 ranks: every collective is correct and identical on all ranks", "[.
 
 TEST_CASE("2 ranks: overlap factors are at least 1 and the same on all ranks", "[.mpi2]") {
     ensure_mpi();
-    REQUIRE(world_size() == 2);
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
     const auto spec = bench_overlap(true, quick_policy());
     CHECK(spec.compute_slowdown_under_comm >= 1.0);
     CHECK(spec.comm_slowdown_under_compute >= 1.0);
