@@ -11,6 +11,7 @@
 #include "reference_mlp.hpp"
 
 #include <mpi.h>
+#include "support/check_schedule.hpp"
 #include "support/mpi_world.hpp"
 
 #include <catch2/catch.hpp>
@@ -23,6 +24,7 @@ using namespace dtsim;
 using executor::ExecOptions;
 using executor::ExecResult;
 using executor::Mode;
+using test::check_schedule;
 
 namespace {
 
@@ -35,23 +37,6 @@ sim::Config mlp_config(int ranks, std::int64_t micro_batch, int grad_accum, sim:
     c.grad_accum = grad_accum;
     c.optimizer = optimizer;
     return c;
-}
-
-// Every task ends after it starts, tasks of one stream never overlap and run
-// in issue order, and each task starts after its dependencies end.
-void check_schedule(const sim::Plan& plan, const std::vector<executor::TaskTiming>& t) {
-    REQUIRE(t.size() == plan.tasks.size());
-    std::vector<std::int64_t> stream_end(plan.streams.size(), 0);
-    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
-        const auto& task = plan.tasks[i];
-        INFO("task " << i);
-        CHECK(t[i].start_ns >= 0);
-        CHECK(t[i].start_ns <= t[i].end_ns);
-        auto& end = stream_end[static_cast<std::size_t>(task.stream)];
-        CHECK(t[i].start_ns >= end);
-        end = t[i].end_ns;
-        for (auto d : plan.deps_of(task)) CHECK(t[i].start_ns >= t[static_cast<std::size_t>(d)].end_ns);
-    }
 }
 
 ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim::Plan** plan_out = nullptr) {
