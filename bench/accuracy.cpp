@@ -123,28 +123,35 @@ int main(int argc, char** argv) {
         std::vector<Case> all = cases();
         std::erase_if(all, [&](const Case& c) { return c.label.find(only) == std::string::npos; });
         if (all.empty()) throw std::runtime_error(fmt::format("no configuration's label contains '{}'", only));
+        // Each case's workload and the GEMM shapes and collective sizes its
+        // Plan runs (the calibration's and the refresh's targets), once.
+        std::vector<sim::Config> configs;
+        std::vector<std::shared_ptr<const models::Workload>> workloads;
+        std::vector<profiler::CpuCalibrationOptions> targets(all.size());
+        profiler::CpuCalibrationOptions every_target;  // all cases' together
+        every_target.quick = !full;
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            configs.push_back(config_of(all[i], size));
+            workloads.push_back(std::make_shared<const models::Workload>(sim::build_workload(configs[i])));
+            const sim::Plan plan = sim::lower(*workloads[i], configs[i]);
+            executor::add_calibration_targets(targets[i], *workloads[i], plan);
+            executor::add_calibration_targets(every_target, *workloads[i], plan);
+        }
         // Each round calibrates (unless --hardware), predicts and runs every
         // configuration once: this shared machine drifts by 10 % and more
         // within minutes, and a prediction should meet a machine in the state
         // it was calibrated in. Rounds also spread slow spells over every
         // configuration alike.
-        auto targets_of = [&](const Case& c, profiler::CpuCalibrationOptions& o) {
-            const sim::Config config = config_of(c, size);
-            const models::Workload w = sim::build_workload(config);
-            executor::add_calibration_targets(o, w, sim::lower(w, config));
-        };
         auto calibrate = [&] {
             if (!hardware.empty()) return calib::load_hardware(hardware);
-            profiler::CpuCalibrationOptions o;  // the exact GEMM shapes and collective sizes the cases run
-            o.quick = !full;
-            for (const Case& c : all) targets_of(c, o);
             return profiler::calibrate_cpu(
-                o, [](std::string_view, double) {}, [](std::string_view) {});
+                every_target, [](std::string_view, double) {}, [](std::string_view) {});
         };
         // By configuration, one entry per round.
         std::vector<std::vector<double>> predicted_s(all.size()), fresh_predicted_s(all.size()), measured_s(all.size()),
             spread(all.size());
-        // Per task kind (summed task times of rank 0), compute and collective: where the error comes from.
+        // Per task kind (summed task times of the critical rank), compute and
+        // collective: where the error comes from.
         std::vector<std::vector<double>> compute_error(all.size()), collective_error(all.size());
         std::string cal_name;
         for (int round = 0; round < rounds; ++round) {
@@ -156,12 +163,10 @@ int main(int argc, char** argv) {
             const std::size_t first = static_cast<std::size_t>(round) * all.size() / static_cast<std::size_t>(rounds);
             for (std::size_t n = 0; n < all.size(); ++n) {
                 const std::size_t i = (first + n) % all.size();
-                const sim::Config config = config_of(all[i], size);
-                auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
+                const sim::Config& config = configs[i];
+                const auto& workload = workloads[i];
                 const sim::SimResult predicted = sim::simulate(workload, config, cal);
-                profiler::CpuCalibrationOptions targets;
-                targets_of(all[i], targets);
-                const calib::Calibration fresh = profiler::refresh_cpu_calibration(cal, targets);
+                const calib::Calibration fresh = profiler::refresh_cpu_calibration(cal, targets[i]);
                 fresh_predicted_s[i].push_back(sim::simulate(workload, config, fresh).metrics.step_time_s);
                 executor::ExecOptions eo;
                 eo.steps = steps;
@@ -185,13 +190,8 @@ int main(int argc, char** argv) {
                 }
                 if (rank == 0) {
                     const executor::Comparison c = executor::compare(predicted, measured);
-                    auto kind_error = [&](std::size_t k) {
-                        return c.measured_kind_s[k] > 0
-                                   ? (c.predicted_kind_s[k] - c.measured_kind_s[k]) / c.measured_kind_s[k]
-                                   : 0.0;
-                    };
-                    compute_error[i].push_back(kind_error(0));
-                    collective_error[i].push_back(kind_error(1));
+                    compute_error[i].push_back(c.kind_error(sim::TaskKind::compute));
+                    collective_error[i].push_back(c.kind_error(sim::TaskKind::collective));
                 }
             }
         }

@@ -213,6 +213,10 @@ void run_calibrate(const CalibrateOptions& o) {
     if (o.backend == "cuda")
         throw ConfigError("--backend cuda: this dtsim was built without the CUDA toolkit; use --backend cpu");
 #endif
+    if (o.backend == "cuda" && !o.model.empty())
+        throw ConfigError(
+            "--model: the CUDA calibration measures its own grid of GEMM shapes, not a model's; "
+            "use --model with --backend cpu");
     check_io_dir(o.io_dir);
     MpiSession mpi;
     ProgressBar bar(mpi.rank() == 0);
@@ -242,7 +246,7 @@ void add_calibrate_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
     cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
-    cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses");
+    cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses (CPU backend)");
     cmd->add_option("--seq-len", o->seq_len,
                     "sequence length for --model's shapes (models without one, MLPs and ResNet, ignore it)")
         ->capture_default_str();

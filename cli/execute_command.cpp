@@ -131,7 +131,7 @@ void add_execute_command(CLI::App& app) {
     cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
     cmd->add_option("--fault-timeout", o->fault_timeout_s,
                     "stop every rank when none makes progress for this many seconds (0: never); rank 0 then "
-                    "writes the completed steps to --trace")
+                    "writes the completed steps to --trace (CPU backend)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     cmd->footer(

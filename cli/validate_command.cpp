@@ -71,6 +71,9 @@ void run_validate(ValidateOptions o) {
             configs.push_back(make_config(so));
             configs.back().topology = {1, size};
         }
+        std::vector<std::shared_ptr<const models::Workload>> workloads;
+        for (const auto& config : configs)
+            workloads.push_back(std::make_shared<const models::Workload>(sim::build_workload(config)));
         calib::Calibration cal;
         if (o.hardware_given) {
             cal = calib::load_hardware(o.config.hardware);
@@ -79,10 +82,8 @@ void run_validate(ValidateOptions o) {
             // rank, with the exact GEMM shapes and collective sizes of the plans.
             profiler::CpuCalibrationOptions copt;
             copt.quick = true;
-            for (const auto& config : configs) {
-                const models::Workload w = sim::build_workload(config);
-                executor::add_calibration_targets(copt, w, sim::lower(w, config));
-            }
+            for (std::size_t i = 0; i < configs.size(); ++i)
+                executor::add_calibration_targets(copt, *workloads[i], sim::lower(*workloads[i], configs[i]));
             cal = profiler::calibrate_cpu(
                 copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
@@ -90,7 +91,7 @@ void run_validate(ValidateOptions o) {
         std::vector<Result> results;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             const sim::Config& config = configs[i];
-            auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
+            const auto& workload = workloads[i];
             const sim::SimResult predicted = sim::simulate(workload, config, cal);
             executor::ExecOptions eo;
             eo.steps = o.steps;

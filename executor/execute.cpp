@@ -463,9 +463,14 @@ std::string_view to_string(Backend b) {
     return b == Backend::cuda ? "CUDA" : "CPU";
 }
 
+namespace {
+
+// The summary's "CPU backend: MPI + OpenBLAS" and so on.
 std::string_view libraries_of(Backend b) {
     return b == Backend::cuda ? "NCCL + cuBLAS" : "MPI + OpenBLAS";
 }
+
+}  // namespace
 
 std::string format_execution_summary(const ExecResult& r) {
     std::string out = fmt::format("Executed {} step(s) in {} mode on {} rank(s) ({} backend: {})\n", r.steps,

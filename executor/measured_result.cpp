@@ -85,8 +85,6 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
 
 void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w,
                             const sim::Config& config) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fill_step_times(r);
     MPI_Bcast(r.step_time_s.data(), static_cast<int>(r.step_time_s.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     const std::size_t first = r.step_time_s.size() > 1 ? 1 : 0;  // the first step is warm-up
@@ -96,7 +94,7 @@ void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::
             r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
     r.peak_rss_bytes = process_peak_rss_bytes();
     MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) r.timeline = make_measured_timeline(r, plan, w, config);
+    if (r.rank == 0) r.timeline = make_measured_timeline(r, plan, w, config);
 }
 
 }  // namespace dtsim::executor

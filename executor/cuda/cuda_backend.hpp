@@ -81,7 +81,7 @@ private:
     std::optional<Stream> stream_;
     std::optional<CublasHandle> cublas_;
     DeviceBuffer a_, b_, c_;  // GEMM operands (dtype_)
-    std::size_t a_elems_ = 0, b_elems_ = 0, c_elems_ = 0;
+    std::size_t c_elems_ = 0;
     DeviceBuffer mem_;  // memory passes (floats)
     std::size_t mem_floats_ = 0;
     DeviceBuffer comm_;  // collective payloads (floats, in place)
@@ -102,7 +102,6 @@ public:
     LaunchTagger& operator=(const LaunchTagger&) = delete;
     // Subscribes; returns why it could not, empty on success.
     std::string start();
-    bool running() const { return subscriber_ != nullptr; }
     // The calling thread's current task (-1: none).
     static void set_task(int task);
     // Correlation id -> task of the calls since the last take.
@@ -131,7 +130,7 @@ class StepRunner {
 public:
     StepRunner(const sim::Plan& plan, std::vector<StreamWork>& work, const NcclGroups& comms, int device,
                bool cupti_clock);
-    // Runs step `step` and waits for every stream to finish it.
+    // Runs the next step and waits for every stream to finish it.
     StepRecord run_step();
 
 private:

@@ -107,8 +107,6 @@ StreamWork::StreamWork(const sim::Plan& plan, const models::Workload& w, int str
     a_ = filled(a * elem, pattern);
     b_ = filled(b * elem, pattern);
     c_ = DeviceBuffer(static_cast<std::size_t>(c * elem));
-    a_elems_ = static_cast<std::size_t>(a);
-    b_elems_ = static_cast<std::size_t>(b);
     c_elems_ = static_cast<std::size_t>(c);
     mem_floats_ = static_cast<std::size_t>(std::min(mem, kMemScratchBytes) / 4);
     if (mem > 0) mem_floats_ = std::max<std::size_t>(mem_floats_, 2);

@@ -86,4 +86,8 @@ TEST_CASE("validation compares task kinds on the rank that computed longest", "[
         measured_sum += c.measured_kind_s[k];
     }
     CHECK(measured_sum == Approx(2 * predicted));
+    // Every task ran twice as long as predicted: each kind that ran is -50 %.
+    CHECK(c.kind_error(sim::TaskKind::compute) == Approx(-0.5));
+    CHECK(c.kind_error(sim::TaskKind::collective) == Approx(-0.5));
+    CHECK(c.kind_error(sim::TaskKind::io) == 0);  // DDP runs no file I/O
 }

@@ -64,9 +64,8 @@ struct TaskTiming {
 };
 
 enum class Backend : std::uint8_t { cpu, cuda };
-// "CPU" or "CUDA"; the summary's "CPU backend: MPI + OpenBLAS" and so on.
+// "CPU" or "CUDA".
 std::string_view to_string(Backend b);
-std::string_view libraries_of(Backend b);
 
 struct ExecResult {
     Backend backend = Backend::cpu;

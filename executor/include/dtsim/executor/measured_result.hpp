@@ -23,7 +23,7 @@ double median(std::vector<double> v);  // 0 for none
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
                                      const sim::Config& config);
 
-// Collective: from r.timings (and r.steps), fills the step times (the same on
+// Collective: from r.timings and r.rank, fills the step times (the same on
 // every rank), their median after the first step, the peak memory and peak
 // RSS, and on rank 0 the measured timeline.
 void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config);

@@ -5,6 +5,7 @@
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/sim/simulate.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -29,6 +30,14 @@ struct Comparison {
 
     // (predicted - measured) / measured.
     double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
+    // The same for the summed times of one kind of task (0 when none ran).
+    double kind_error(sim::TaskKind kind) const {
+        const auto k =
+            static_cast<std::size_t>(std::find(kTaskKinds.begin(), kTaskKinds.end(), kind) - kTaskKinds.begin());
+        return k < kTaskKinds.size() && measured_kind_s[k] > 0
+                   ? (predicted_kind_s[k] - measured_kind_s[k]) / measured_kind_s[k]
+                   : 0;
+    }
 };
 
 // `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
