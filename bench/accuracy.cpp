@@ -171,9 +171,10 @@ int main(int argc, char** argv) {
                 executor::ExecOptions eo;
                 eo.steps = steps;
                 eo.mode = executor::Mode::replay;
+                eo.warmup_steps = warmup;  // for the median and the per-kind times alike
                 const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
                 const std::vector<double> steady(measured.step_time_s.begin() + warmup, measured.step_time_s.end());
-                const double median = percentile(steady, 0.5);
+                const double median = measured.median_step_time_s;
                 predicted_s[i].push_back(predicted.metrics.step_time_s);
                 measured_s[i].push_back(median);
                 // Half the p10-p90 range of the steps, relative: this machine's noise.

@@ -382,6 +382,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
 
     ExecResult r;
     r.mode = options.mode;
+    r.warmup_steps = options.warmup_steps;
     r.rank = rank;
     r.world_size = world;
     r.steps = options.steps;

@@ -83,11 +83,16 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
     return tl;
 }
 
+std::size_t first_measured_step(const ExecResult& r) {
+    const auto steps = static_cast<int>(r.timings.size());
+    return static_cast<std::size_t>(std::clamp(r.warmup_steps, 0, std::max(0, steps - 1)));
+}
+
 void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w,
                             const sim::Config& config) {
     fill_step_times(r);
     MPI_Bcast(r.step_time_s.data(), static_cast<int>(r.step_time_s.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    const std::size_t first = r.step_time_s.size() > 1 ? 1 : 0;  // the first step is warm-up
+    const std::size_t first = first_measured_step(r);
     r.median_step_time_s = median({r.step_time_s.begin() + static_cast<std::ptrdiff_t>(first), r.step_time_s.end()});
     for (std::size_t step = first; step < r.timings.size(); ++step)
         for (const auto& row : r.timings[step])

@@ -47,7 +47,7 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
     c.measured_s = measured.median_step_time_s;
     c.predicted_peak_bytes = predicted.metrics.peak_memory_bytes;
     c.measured_peak_bytes = measured.peak_memory_bytes;
-    const std::size_t first = measured.timings.size() > 1 ? 1 : 0;  // the first step is warm-up
+    const std::size_t first = first_measured_step(measured);
     c.rank = critical_rank(plan, measured, first);
     for (std::size_t t = 0; t < plan.tasks.size(); ++t) {
         const std::size_t k = kind_index(plan.tasks[t].kind);

@@ -93,6 +93,7 @@ ExecResult execute_cuda(const sim::Plan& plan, const models::Workload& workload,
     ExecResult r;
     r.backend = Backend::cuda;
     r.mode = options.mode;
+    r.warmup_steps = options.warmup_steps;
     r.rank = rank;
     r.world_size = world;
     r.steps = options.steps;

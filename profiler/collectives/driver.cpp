@@ -51,10 +51,6 @@ namespace {
 using collectives::Buffers;
 using collectives::CollectiveTable;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // Evicts the last-level cache: a pass over more memory than it holds. In
 // training a collective follows compute that has streamed its own data, so its
 // buffers and MPI's shared-memory segments start cold; back to back they stay
@@ -91,7 +87,7 @@ Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& t
         const auto t0 = std::chrono::steady_clock::now();
         wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
         table.run(b);
-        double local[2] = {seconds_since(t0) * 1e6, seconds_since(start)};
+        double local[2] = {elapsed_us(t0), elapsed_us(start) * 1e-6};
         double slowest[2] = {0, 0};
         MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         samples.push_back(slowest[0]);

@@ -16,10 +16,6 @@
 namespace dtsim::profiler {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 struct CommBuffers {
     Floats send, recv;
     explicit CommBuffers(std::size_t count) : send(count, 1.0f), recv(count, 0.0f) {}
@@ -35,7 +31,7 @@ std::vector<double> allreduce_loop(CommBuffers& buf, int iters) {
         const auto t0 = std::chrono::steady_clock::now();
         wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
         MPI_Allreduce(buf.send.data(), buf.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        times.push_back(seconds_since(t0) * 1e6);
+        times.push_back(elapsed_us(t0));
     }
     return times;
 }
@@ -50,14 +46,6 @@ double slowest_median_us(std::vector<double> local) {
 }  // namespace
 
 calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
-    // A second thread calling MPI needs MPI_THREAD_MULTIPLE; every rank must agree.
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&provided);
-    int local_ok = provided == MPI_THREAD_MULTIPLE ? 1 : 0;
-    int all_ok = 0;
-    MPI_Allreduce(&local_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all_ok == 0) return {};
-
     // Collectives large enough that the scheduler, not their boundaries,
     // decides compute's share. A quick run has fewer of them only: with smaller
     // sizes its figures came out 3-10x off a full run's.

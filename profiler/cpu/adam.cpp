@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <vector>
 
 namespace dtsim::profiler {
 

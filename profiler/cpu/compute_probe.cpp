@@ -17,15 +17,10 @@ namespace {
 // Small GEMMs, so that the compute done inside a window is counted finely.
 constexpr int kGemmSize = 256;
 
-double micros_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 ComputeProbe::ComputeProbe(const RepeatPolicy& policy)
     : a_(static_cast<std::size_t>(kGemmSize) * kGemmSize, 1.0f), b_(a_.size(), 0.5f), c_(a_.size(), 0.0f) {
-    openblas_set_num_threads(1);
     alone_us_ = measure(policy, [&] { return gemm_us(); }).median_us;
 }
 
@@ -33,7 +28,7 @@ double ComputeProbe::gemm_us() {
     const auto t0 = std::chrono::steady_clock::now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kGemmSize, kGemmSize, kGemmSize, 1.0f, a_.data(), kGemmSize,
                 b_.data(), kGemmSize, 0.0f, c_.data(), kGemmSize);
-    return micros_since(t0);
+    return elapsed_us(t0);
 }
 
 double ComputeProbe::slowdown_during(const std::function<void()>& foreground) {
@@ -45,7 +40,7 @@ double ComputeProbe::slowdown_during(const std::function<void()>& foreground) {
     });
     const auto window_start = std::chrono::steady_clock::now();
     foreground();
-    const double window_us = micros_since(window_start);
+    const double window_us = elapsed_us(window_start);
     done.store(true, std::memory_order_release);
     compute.join();
     // The GEMM still running when the window closed counts for the part of it inside.

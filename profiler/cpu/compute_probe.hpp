@@ -6,6 +6,7 @@
 
 #include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/profiler/measure.hpp"
+#include "one_blas_thread.hpp"
 
 #include <functional>
 
@@ -25,7 +26,8 @@ public:
     static constexpr double kMaxSlowdown = 100;
 
 private:
-    double gemm_us();  // one 256^3 GEMM, its time
+    double gemm_us();           // one 256^3 GEMM, its time
+    OneBlasThread one_thread_;  // before the buffers: the probe's GEMMs use one thread
     Floats a_, b_, c_;
     double alone_us_ = 0;
 };

@@ -24,10 +24,6 @@ namespace {
 
 constexpr std::size_t kChunk = std::size_t{4} << 20;
 
-double elapsed_us(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
-
 std::string errno_text(int err) {
     return std::strerror(err);
 }

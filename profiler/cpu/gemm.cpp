@@ -4,6 +4,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
+#include "one_blas_thread.hpp"
 
 #include <fmt/format.h>
 
@@ -24,27 +25,11 @@ namespace {
 constexpr double kMinSampleUs = 50.0;
 constexpr int kMaxCallsPerSample = 4096;
 
-double elapsed_us(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-}
-
 // Deterministic values in [-0.5, 0.5): no denormals, no zeros, same every run.
 void fill(Floats& v, std::size_t seed) {
     for (std::size_t i = 0; i < v.size(); ++i)
         v[i] = static_cast<float>((i * 7919 + seed * 104729) % 1024) / 1024.0f - 0.5f;
 }
-
-// Restores the caller's BLAS thread count when the benchmark ends.
-class OneBlasThread {
-public:
-    OneBlasThread() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-    ~OneBlasThread() { openblas_set_num_threads(saved_); }
-    OneBlasThread(const OneBlasThread&) = delete;
-    OneBlasThread& operator=(const OneBlasThread&) = delete;
-
-private:
-    int saved_;
-};
 
 }  // namespace
 

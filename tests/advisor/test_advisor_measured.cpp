@@ -8,6 +8,7 @@
 #include "dtsim/advisor/sweep.hpp"
 #include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
+#include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/sim/simulate.hpp"
@@ -35,11 +36,6 @@ double measured_samples_per_s(const sim::Config& config, int steps) {
     const executor::ExecResult r = executor::execute(plan, w, config, o);
     const double samples = static_cast<double>(config.micro_batch) * config.grad_accum * config.topology.world_size();
     return samples / r.median_step_time_s;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 }  // namespace
@@ -89,9 +85,9 @@ TEST_CASE("2 ranks: the advisor's pick is measured at least as fast as default D
         picked.push_back(measured_samples_per_s(pick.candidate.config, 5));
         baseline.push_back(measured_samples_per_s(ddp, 5));
     }
-    const double ratio = median(picked) / median(baseline);
-    INFO("measured: pick " << median(picked) << " samples/s, default DDP " << median(baseline) << " samples/s, ratio "
-                           << ratio);
+    const double ratio = executor::median(picked) / executor::median(baseline);
+    INFO("measured: pick " << executor::median(picked) << " samples/s, default DDP " << executor::median(baseline)
+                           << " samples/s, ratio " << ratio);
     if (rank == 0) WARN("advisor pick " << pick.candidate.label() << " measured at " << ratio << "x default DDP");
     // Medians of 5 interleaved runs still move by about 5 % on a shared 2-core
     // machine (bench/results/accuracy.md); a pick measured 8 % slower fails.

@@ -2,6 +2,7 @@
 // at task times; the simulator's own schedule must reproduce its peak, one that
 // overlaps more a higher one) and the per-kind comparison with a prediction.
 #include "dtsim/executor/measured_memory.hpp"
+#include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
@@ -90,4 +91,23 @@ TEST_CASE("validation compares task kinds on the rank that computed longest", "[
     CHECK(c.kind_error(sim::TaskKind::compute) == Approx(-0.5));
     CHECK(c.kind_error(sim::TaskKind::collective) == Approx(-0.5));
     CHECK(c.kind_error(sim::TaskKind::io) == 0);  // DDP runs no file I/O
+}
+
+TEST_CASE("warm-up steps are left out of the per-kind times and bounded by the steps run", "[executor]") {
+    const sim::SimResult r = simulated("ddp", {});
+    const std::vector<executor::TaskTiming> fast = timings_of(r.schedule);
+    std::vector<executor::TaskTiming> slow = fast;  // a warm-up step, every task ten times as long
+    for (auto& t : slow) t = {t.start_ns * 10, t.end_ns * 10};
+    executor::ExecResult measured;
+    measured.world_size = 1;
+    measured.timings = {{slow}, {slow}, {fast}};
+    measured.warmup_steps = 2;
+    CHECK(executor::first_measured_step(measured) == 2);
+    const executor::Comparison c = executor::compare(r, measured);
+    CHECK(c.kind_error(sim::TaskKind::compute) == Approx(0).margin(1e-9));  // only the third step counts
+    measured.warmup_steps = 5;  // more than were run: the last step still counts
+    CHECK(executor::first_measured_step(measured) == 2);
+    measured.warmup_steps = 0;
+    CHECK(executor::first_measured_step(measured) == 0);
+    CHECK(executor::compare(r, measured).kind_error(sim::TaskKind::compute) == Approx(-0.9));  // slow steps count
 }

@@ -1,9 +1,10 @@
 // wait_for_peers waits for the late rank asleep, not spinning; on 2 ranks
 // (tests/mpi/catch_2ranks.sh with [mpi2]).
-#include "dtsim/profiler/mpi_init.hpp"
 #include "dtsim/profiler/peer_wait.hpp"
 
 #include <mpi.h>
+#include "support/mpi_world.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <time.h>
@@ -24,10 +25,7 @@ double thread_cpu_s() {
 }  // namespace
 
 TEST_CASE("2 ranks: wait_for_peers waits for the late rank and sleeps meanwhile", "[.mpi2]") {
-    ensure_mpi();
-    int ranks = 0;
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    REQUIRE(ranks == 2);
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Barrier(MPI_COMM_WORLD);

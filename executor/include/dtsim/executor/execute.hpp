@@ -47,6 +47,9 @@ Mode mode_from_string(std::string_view s);  // "replay" or "train"; throws Confi
 
 struct ExecOptions {
     int steps = 3;
+    // Steps left out of the median, the per-kind times and the peak memory
+    // (MPI and the caches settle over the first); fewer when steps are few.
+    int warmup_steps = 1;
     Mode mode = Mode::replay;
     double learning_rate = 1e-2;  // train mode: SGD and Adam (betas 0.9, 0.999, eps 1e-8)
     std::uint64_t seed = 1;       // train mode: initial parameters and the synthetic batch
@@ -73,6 +76,7 @@ struct ExecResult {
     int rank = 0;
     int world_size = 1;
     int steps = 0;
+    int warmup_steps = 0;  // ExecOptions::warmup_steps (first_measured_step bounds it)
     // timings[step][rank][task]: every rank on rank 0, only its own row elsewhere
     // (timings[step][0] then is this rank's).
     std::vector<std::vector<std::vector<TaskTiming>>> timings;
@@ -80,7 +84,7 @@ struct ExecResult {
     // laid end to end (arg "step"). Other ranks: empty events.
     sim::Timeline timeline;
     std::vector<double> step_time_s;  // per step: the latest task end over all ranks (same on every rank)
-    double median_step_time_s = 0;    // median over steps, the first excluded when steps > 1
+    double median_step_time_s = 0;    // median over the steps after warmup_steps
     // Peak device memory of a step, the Plan's allocations at their tasks'
     // measured times (measured_memory.hpp): the maximum over ranks and over the
     // steps after warm-up, on rank 0 (elsewhere this rank's).

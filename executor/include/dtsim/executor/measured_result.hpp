@@ -23,8 +23,11 @@ double median(std::vector<double> v);  // 0 for none
 sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan, const models::Workload& w,
                                      const sim::Config& config);
 
-// Collective: from r.timings and r.rank, fills the step times (the same on
-// every rank), their median after the first step, the peak memory and peak
+// The first step after warm-up: r.warmup_steps, leaving at least one step.
+std::size_t first_measured_step(const ExecResult& r);
+
+// Collective: from r.timings, r.rank and r.warmup_steps, fills the step times
+// (the same on every rank), their median after warm-up, the peak memory and peak
 // RSS, and on rank 0 the measured timeline.
 void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::Workload& w, const sim::Config& config);
 

@@ -50,9 +50,10 @@ std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> row
 // nccl-tests' table for one collective: header and one row per size.
 std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks);
 
-// How much a running collective slows compute and the reverse: a GEMM loop on
-// one thread while another thread runs large allreduces (MPI_THREAD_MULTIPLE
-// when available, else serialised and reported as 1.0). Every rank calls it.
+// How much a running collective slows compute and the reverse: large
+// allreduces on the calling thread while a probe thread, at the executor's
+// compute priority, loops GEMMs (only the calling thread calls MPI). Every
+// rank calls it.
 calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy);
 
 }  // namespace dtsim::profiler

@@ -2,6 +2,7 @@
 // budget; median, mean and spread kept.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -39,6 +40,11 @@ Measurement measure(const RepeatPolicy& policy, const std::function<double()>& r
 
 // Summarises raw samples in microseconds.
 Measurement summarize(std::vector<double> samples_us);
+
+// Microseconds since `start` on the steady clock: what every benchmark times with.
+inline double elapsed_us(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+}
 
 // Reports progress of long work: what is being measured and the fraction done.
 using ProgressFn = std::function<void(std::string_view what, double fraction)>;
