@@ -479,7 +479,11 @@ std::string format_execution_summary(const ExecResult& r) {
     out += "  step times:";
     for (double s : r.step_time_s) out += fmt::format(" {:.3f} ms", s * 1e3);
     out += "\n";
-    out += fmt::format("  median step time{}: {:.3f} ms\n", r.steps > 1 ? " (first step excluded)" : "",
+    const std::size_t warmup = first_measured_step(r);
+    out += fmt::format("  median step time{}: {:.3f} ms\n",
+                       warmup == 0   ? ""
+                       : warmup == 1 ? " (first step excluded)"
+                                     : fmt::format(" (first {} steps excluded)", warmup),
                        r.median_step_time_s * 1e3);
     out += fmt::format(
         "  peak memory per rank: {:.1f} MiB (the plan's allocations at their measured times); process peak RSS "
