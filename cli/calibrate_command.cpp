@@ -88,7 +88,7 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     options.io_dir = o.io_dir;
     options.name = o.name;
     int skipped = 0;
-    if (!o.model.empty()) options.extra_gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
+    if (!o.model.empty()) options.targets.gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
     const Calibration c = profiler::calibrate_cpu(
         options, [&](std::string_view what, double f) { bar.update(what, f); },
         [&](std::string_view text) {

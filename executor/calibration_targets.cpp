@@ -33,13 +33,13 @@ void append_unique(std::vector<T>& to, const std::vector<T>& from) {
 
 }  // namespace
 
-void add_calibration_targets(profiler::CpuCalibrationOptions& o, const models::Workload& w, const sim::Plan& plan) {
+void add_calibration_targets(profiler::CalibrationTargets& o, const models::Workload& w, const sim::Plan& plan) {
     int skipped = 0;
-    append_unique(o.extra_gemm_shapes, gemm_shapes(w, skipped));
+    append_unique(o.gemm_shapes, gemm_shapes(w, skipped));
     std::vector<std::pair<calib::CollectiveKind, std::int64_t>> sizes;
     for (const auto& t : plan.tasks)
         if (t.kind == sim::TaskKind::collective) sizes.emplace_back(t.collective, t.bytes);
-    append_unique(o.extra_collective_sizes, sizes);
+    append_unique(o.collective_sizes, sizes);
 }
 
 }  // namespace dtsim::executor

@@ -57,9 +57,9 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
 
     // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
     std::vector<GemmShape> shapes = default_gemm_shapes(o.quick);
-    shapes.insert(shapes.end(), o.extra_gemm_shapes.begin(), o.extra_gemm_shapes.end());
+    shapes.insert(shapes.end(), o.targets.gemm_shapes.begin(), o.targets.gemm_shapes.end());
     c.gemm_points = bench_gemm(shapes, policy, phase(0.0, 0.35));
-    for (auto& p : c.gemm_points) p.time_us = slowest_time(p.time_us);
+    for (auto& p : c.gemm_points) p.time_us = pace_time(p.time_us);
     // A CPU has no datasheet peak here: the fit estimates it as the rate large GEMMs approach.
     c.gemm_curves.push_back(fit_gemm_curve(DType::fp32, 0, c.gemm_points));
 
@@ -67,8 +67,8 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     measure_memory_and_adam(c, policy, phase(0.35, 0.40));
     progress("file write and read (NVMe offload path)", 0.40);
     FileIoResult io = bench_file_io(o.io_dir, o.quick ? (16LL << 20) : (256LL << 20), policy);
-    c.host.nvme_read_gbps = slowest_rate(io.read_gbps);
-    c.host.nvme_write_gbps = slowest_rate(io.write_gbps);
+    c.host.nvme_read_gbps = pace_rate(io.read_gbps);
+    c.host.nvme_write_gbps = pace_rate(io.write_gbps);
     c.device.name = fmt::format("CPU rank ({})", host.cpu_model);
     c.device.memory_bytes = host.memory_bytes / std::max(1, size);
     c.device.reserved_bytes = 0;
@@ -81,7 +81,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.min_bytes = 1024;
         sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
         sweep.factor = o.quick ? 4 : 2;
-        sweep.extra_sizes = o.extra_collective_sizes;
+        sweep.extra_sizes = o.targets.collective_sizes;
         const auto rows = bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
         for (CollectiveKind kind : sweep.kinds) {
             const std::vector<CollectiveRow> of_kind = rows_of_kind(rows, kind);

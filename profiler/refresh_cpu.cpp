@@ -51,15 +51,15 @@ void merge_collective_points(std::vector<calib::CollectiveCurve>& curves, Collec
 
 }  // namespace
 
-calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CpuCalibrationOptions& targets) {
+calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CalibrationTargets& targets) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     // The full run's repeats: there are few targets, and their figures must
     // hold as well as the calibration's they replace.
     const RepeatPolicy policy = machine_policy(false);
     calib::Calibration c = base;
-    std::vector<calib::GemmPoint> fresh = bench_gemm(targets.extra_gemm_shapes, policy, {});
-    for (auto& p : fresh) p.time_us = slowest_time(p.time_us);
+    std::vector<calib::GemmPoint> fresh = bench_gemm(targets.gemm_shapes, policy, {});
+    for (auto& p : fresh) p.time_us = pace_time(p.time_us);
     merge_gemm_points(c.gemm_points, fresh);
     if (!c.gemm_curves.empty() && !fresh.empty()) {
         // Refit so that the curve and its points describe the same state of the machine.
@@ -68,12 +68,12 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
     }
     measure_memory_and_adam(c, policy, {});
 
-    if (size > 1 && !targets.extra_collective_sizes.empty()) {
+    if (size > 1 && !targets.collective_sizes.empty()) {
         CollectiveSweep sweep;
-        for (const auto& [kind, bytes] : targets.extra_collective_sizes)
+        for (const auto& [kind, bytes] : targets.collective_sizes)
             if (std::find(sweep.kinds.begin(), sweep.kinds.end(), kind) == sweep.kinds.end())
                 sweep.kinds.push_back(kind);
-        sweep.extra_sizes = targets.extra_collective_sizes;
+        sweep.extra_sizes = targets.collective_sizes;
         sweep.only_extra_sizes = true;
         const auto rows = bench_mpi_collectives(sweep, policy, {});
         for (CollectiveKind kind : sweep.kinds)

@@ -66,7 +66,7 @@ TEST_CASE("2 ranks: the advisor's pick is measured at least as fast as default D
     copt.quick = true;
     for (const auto& c : candidates) {
         const models::Workload w = sim::build_workload(c.config);
-        executor::add_calibration_targets(copt, w, sim::lower(w, c.config));
+        executor::add_calibration_targets(copt.targets, w, sim::lower(w, c.config));
     }
     const calib::Calibration cal = profiler::calibrate_cpu(
         copt, [](std::string_view, double) {}, [](std::string_view) {});

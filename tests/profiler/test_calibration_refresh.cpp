@@ -38,10 +38,10 @@ calib::Calibration base_calibration(int ranks) {
     return c;
 }
 
-CpuCalibrationOptions targets() {
-    CpuCalibrationOptions t;
-    t.extra_gemm_shapes = {{64, 64, 64}};
-    t.extra_collective_sizes = {{CollectiveKind::allreduce, kTargetBytes}};
+CalibrationTargets targets() {
+    CalibrationTargets t;
+    t.gemm_shapes = {{64, 64, 64}};
+    t.collective_sizes = {{CollectiveKind::allreduce, kTargetBytes}};
     return t;
 }
 

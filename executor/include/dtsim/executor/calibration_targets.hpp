@@ -16,8 +16,7 @@ namespace dtsim::executor {
 // about a second of one core are left out and counted in `skipped`.
 std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped);
 
-// Adds `w`'s GEMM shapes and `plan`'s collective sizes to `o`'s extra points
-// (each once).
-void add_calibration_targets(profiler::CpuCalibrationOptions& o, const models::Workload& w, const sim::Plan& plan);
+// Adds `w`'s GEMM shapes and `plan`'s collective sizes to `o` (each once).
+void add_calibration_targets(profiler::CalibrationTargets& o, const models::Workload& w, const sim::Plan& plan);
 
 }  // namespace dtsim::executor

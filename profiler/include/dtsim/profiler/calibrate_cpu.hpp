@@ -14,12 +14,16 @@
 
 namespace dtsim::profiler {
 
+// What the plans to be priced run, measured exactly besides the sweeps.
+struct CalibrationTargets {
+    std::vector<GemmShape> gemm_shapes;  // a model's own shapes
+    // Collective sizes (bytes S) the plans issue (see CollectiveSweep::extra_sizes).
+    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> collective_sizes;
+};
+
 struct CpuCalibrationOptions {
-    bool quick = false;                        // a small sweep (tests, validate)
-    std::vector<GemmShape> extra_gemm_shapes;  // a model's own shapes
-    // Collective sizes (bytes S) to measure besides the sweep: the ones the
-    // plans to be priced issue (see CollectiveSweep::extra_sizes).
-    std::vector<std::pair<calib::CollectiveKind, std::int64_t>> extra_collective_sizes;
+    bool quick = false;  // a small sweep (tests, validate)
+    CalibrationTargets targets;
     std::string io_dir = ".";  // where the file benchmark writes
     std::string name;          // default: <host>-cpu-<N>ranks
 };
@@ -29,8 +33,9 @@ struct CpuCalibrationOptions {
 // the sweeps), memory and copy bandwidth, and CPU Adam. Those replace their
 // counterparts in `base`; the rest (file I/O, overlap, other points) is kept.
 // Collective over MPI_COMM_WORLD, like calibrate_cpu. For checking a
-// prediction against a run that follows at once (bench/accuracy).
-calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CpuCalibrationOptions& targets);
+// prediction against a run that follows at once (`dtsim validate`,
+// bench/accuracy).
+calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CalibrationTargets& targets);
 
 // The repeat policy of a quick or a full calibration.
 RepeatPolicy repeat_policy(bool quick);
