@@ -31,6 +31,9 @@ struct ValidateOptions {
     std::string strategies;  // comma-separated; empty: --strategy
     bool hardware_given = false;
     int steps = 5;
+    // Re-measure each plan's drifting figures just before it runs: "auto"
+    // where the calibration was measured on this backend with these ranks.
+    std::string refresh = "auto";
 };
 
 using executor::kTaskKinds;
@@ -54,6 +57,21 @@ std::string percent(double predicted, double measured) {
     return fmt::format("{:+.1f} %", 100.0 * (predicted - measured) / measured);
 }
 
+// Whether to refresh `cal` before each run: only a CPU calibration measured
+// with this many ranks can be re-measured here.
+bool should_refresh(const std::string& mode, const calib::Calibration& cal, int ranks) {
+    const bool refreshable = cal.provenance.source == "measured" && cal.provenance.backend == "cpu-mpi-openblas" &&
+                             cal.provenance.world_size == ranks;
+    if (mode == "off") return false;
+    if (mode == "on" && !refreshable)
+        throw ConfigError(fmt::format(
+            "--refresh on: calibration '{}' is not a CPU calibration measured with {} ranks (source {}, backend {}, "
+            "{} ranks); use --refresh off or auto",
+            cal.name, ranks, cal.provenance.source, cal.provenance.backend.empty() ? "none" : cal.provenance.backend,
+            cal.provenance.world_size));
+    return refreshable;
+}
+
 void run_validate(ValidateOptions o) {
     if (print_knob_help_if_asked(o.config)) return;
     executor::ensure_mpi();
@@ -74,25 +92,34 @@ void run_validate(ValidateOptions o) {
         std::vector<std::shared_ptr<const models::Workload>> workloads;
         for (const auto& config : configs)
             workloads.push_back(std::make_shared<const models::Workload>(sim::build_workload(config)));
+        // The exact GEMM shapes and collective sizes of each plan, and of all.
+        std::vector<profiler::CalibrationTargets> targets(configs.size());
+        profiler::CpuCalibrationOptions copt;
+        copt.quick = true;
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+            const sim::Plan plan = sim::lower(*workloads[i], configs[i]);
+            executor::add_calibration_targets(targets[i], *workloads[i], plan);
+            executor::add_calibration_targets(copt.targets, *workloads[i], plan);
+        }
         calib::Calibration cal;
         if (o.hardware_given) {
             cal = calib::load_hardware(o.config.hardware);
         } else {
-            // No calibration given: measure this machine first (quick), on every
-            // rank, with the exact GEMM shapes and collective sizes of the plans.
-            profiler::CpuCalibrationOptions copt;
-            copt.quick = true;
-            for (std::size_t i = 0; i < configs.size(); ++i)
-                executor::add_calibration_targets(copt, *workloads[i], sim::lower(*workloads[i], configs[i]));
+            // No calibration given: measure this machine first (quick), on every rank.
             cal = profiler::calibrate_cpu(
                 copt, [&](std::string_view what, double f) { bar.update(what, f); }, [](std::string_view) {});
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
         }
+        const bool refresh = should_refresh(o.refresh, cal, size);
         std::vector<Result> results;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             const sim::Config& config = configs[i];
             const auto& workload = workloads[i];
-            const sim::SimResult predicted = sim::simulate(workload, config, cal);
+            const double done = static_cast<double>(i) / static_cast<double>(configs.size());
+            if (refresh) bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
+            const calib::Calibration priced_by = refresh ? profiler::refresh_cpu_calibration(cal, targets[i]) : cal;
+            bar.update(fmt::format("{}: executing {} steps", strategies[i], o.steps), done);
+            const sim::SimResult predicted = sim::simulate(workload, config, priced_by);
             executor::ExecOptions eo;
             eo.steps = o.steps;
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
@@ -102,10 +129,14 @@ void run_validate(ValidateOptions o) {
                 results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
                                    executor::compare(predicted, measured)});
         }
+        bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;
         if (o.config.format == "json") {
-            Json j = {
-                {"model", o.config.model}, {"world_size", size}, {"hardware", cal.name}, {"results", Json::array()}};
+            Json j = {{"model", o.config.model},
+                      {"world_size", size},
+                      {"hardware", cal.name},
+                      {"refreshed", refresh},
+                      {"results", Json::array()}};
             for (const auto& r : results) {
                 const auto& c = r.comparison;
                 Json kinds = Json::object();
@@ -126,8 +157,9 @@ void run_validate(ValidateOptions o) {
             fmt::print("{}\n", j.dump(2));
             return;
         }
-        fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {})\n\n", o.config.model, size,
-                   size == 1 ? "" : "s", cal.name, cal.provenance.source);
+        fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
+                   size == 1 ? "" : "s", cal.name, cal.provenance.source,
+                   refresh ? ", refreshed before each run" : "");
         fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
                    "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
         for (const auto& [strategy, mode, c] : results)
@@ -158,8 +190,17 @@ void add_validate_command(CLI::App& app) {
     cmd->add_option("--strategies", o->strategies, "comma-separated strategies to compare (default: --strategy)");
     cmd->add_option("--steps", o->steps, "steps to execute per configuration (the first is warm-up)")
         ->capture_default_str();
+    cmd->add_option("--refresh", o->refresh,
+                    "re-measure each plan's GEMM shapes, collective sizes, memory bandwidth and CPU Adam just "
+                    "before it runs (a few seconds), so that the machine's drift since the calibration is not "
+                    "counted as the model's error; auto: where the calibration was measured on this CPU backend "
+                    "with as many ranks")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
     cmd->footer(
         "Without --hardware a quick calibration of this machine runs first.\n"
+        "A shared machine drifts by several percent within minutes; with --refresh (auto) each prediction is priced\n"
+        "from the calibration re-measured for its plan just before the run it is compared with.\n"
         "Example:\n  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 "
         "--strategies ddp,fsdp,deepspeed_stage_3");
     cmd->callback([o, cmd] {

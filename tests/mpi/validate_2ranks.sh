@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `mpirun -np 2 dtsim validate`: a quick calibration, then each strategy is
-# simulated and executed and the errors are reported.   Usage: validate_2ranks.sh path/to/dtsim
+# priced from it refreshed for its plan, executed, and the errors are
+# reported; a calibration that cannot be refreshed here is refused by
+# --refresh on.   Usage: validate_2ranks.sh path/to/dtsim
 source "$(dirname "$0")/common.sh"
 dtsim="$1"
 enter_scratch_dir
@@ -12,9 +14,18 @@ python3 - validate.json <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["world_size"] == 2, j
+assert j["refreshed"] is True, j  # a CPU calibration measured here is refreshed by default
 assert [r["strategy"] for r in j["results"]] == ["ddp", "fsdp", "deepspeed_stage_2"], j
 for r in j["results"]:
     assert r["measured_step_time_s"] > 0 and r["predicted_step_time_s"] > 0, r
     assert "compute" in r["by_task_kind"] and "collective" in r["by_task_kind"], r
     assert abs(r["error"]) < 10, r  # the same plan on both sides: not off by an order of magnitude
 PY
+
+# A datasheet preset cannot be re-measured on this machine.
+if timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
+  --hardware h100-sxm --refresh on > refused.out 2> refused.err; then
+  echo "validate --refresh on with a preset should fail"; exit 1
+fi
+cat refused.err
+grep -q -- "--refresh on: calibration 'h100-sxm'" refused.err
