@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -99,6 +100,7 @@ struct Shared {
     std::vector<int> done_step;  // by task: the last step it ended in
     int done_in_step = 0;
     std::exception_ptr error;
+    std::atomic<bool> failed{false};  // error is set: wakes threads waiting for peers
     // Fault detection: progress grows with every task end and step start; by
     // stream, the task it runs (running) or waits to start (-1: none), since when.
     std::int64_t progress = 0;
@@ -239,6 +241,7 @@ private:
             std::lock_guard lock(shared_.mu);
             if (!shared_.error) shared_.error = e;
             shared_.started_step = options_.steps;  // releases idle threads
+            shared_.failed = true;
         }
         shared_.cv.notify_all();
     }
@@ -321,7 +324,9 @@ private:
     void run_task(const sim::Task& t, int stream) {
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
         const MPI_Comm comm = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : MPI_COMM_NULL;
-        if (comm != MPI_COMM_NULL) profiler::wait_for_peers(comm);  // not spinning while peers compute
+        // Not spinning while peers compute; not waiting for them once this rank failed.
+        if (comm != MPI_COMM_NULL && !profiler::wait_for_peers(comm, &shared_.failed))
+            throw std::runtime_error("another stream failed");
         if (trainer_) {
             if (trainer_->run_sharded(t, comm)) return;
             if (t.kind == TaskKind::compute && t.layer >= 0) {

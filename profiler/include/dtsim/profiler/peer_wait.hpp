@@ -12,15 +12,22 @@
 
 #include <mpi.h>
 
+#include <atomic>
+
 namespace dtsim::profiler {
 
-// Returns once every rank of `comm` has called it; sleeps between polls of a
-// nonblocking barrier, backing off to one poll per 200 us. The barrier takes
-// log2(ranks) rounds, each advancing when a rank polls, so a late arrival
-// pays up to that many poll intervals (measured: about 0.1 ms on 2 ranks,
-// 0.4 ms on 4), more than the calibration's collectives, which start in step,
-// see. Sets the calling thread's timer slack to 1 ns (threads it creates
-// later inherit it). Collective over `comm`.
-void wait_for_peers(MPI_Comm comm);
+// Returns true once every rank of `comm` has called it, asleep meanwhile.
+// Where the ranks share a host, they meet at a counter in shared memory and
+// the last to arrive wakes the others (a futex): a late rank costs its peers
+// one wake-up, as in the calibration's collectives. Elsewhere it polls a
+// nonblocking barrier with sleeps backing off to 200 us, so a late arrival
+// pays up to log2(ranks) poll intervals. The first call on a communicator
+// sets it up (collectively; kept as an attribute of `comm`).
+//
+// Returns false, without the barrier completing, once `*stop` is set: a rank
+// whose own run failed must not sleep on peers that wait for it. The
+// communicator's barrier is then unusable. Sets the calling thread's timer
+// slack to 1 ns (threads it creates later inherit it). Collective over `comm`.
+bool wait_for_peers(MPI_Comm comm, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace dtsim::profiler
