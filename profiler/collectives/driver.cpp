@@ -149,7 +149,7 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
     for (const CollectiveRow* row : rows) {
         std::snprintf(buf, sizeof buf, "%12lld  %12lld  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6lld\n",
                       static_cast<long long>(row->size_bytes), static_cast<long long>(row->count), "float",
-                      std::string(table.redop).c_str(), table.root, format_time_us(row->time.median_us).c_str(),
+                      std::string(table.redop).c_str(), table.root, format_time_us(row->time.mean_us).c_str(),
                       row->algbw_gbps, row->busbw_gbps, static_cast<long long>(row->wrong));
         out += buf;
         wrong += row->wrong;
@@ -230,7 +230,7 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
             row.count = bytes / collectives::kTypeSize;  // nccl-tests' count column: elements in S
             row.time = time_collective(policy, table, b, flush);
             row.wrong = wrong;
-            const double seconds = row.time.median_us * 1e-6;
+            const double seconds = row.time.mean_us * 1e-6;
             row.algbw_gbps = seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0;
             row.busbw_gbps = row.algbw_gbps * table.busbw_factor(b.nranks);
             rows.push_back(row);

@@ -21,7 +21,7 @@ constexpr int kGemmSize = 256;
 
 ComputeProbe::ComputeProbe(const RepeatPolicy& policy)
     : a_(static_cast<std::size_t>(kGemmSize) * kGemmSize, 1.0f), b_(a_.size(), 0.5f), c_(a_.size(), 0.0f) {
-    alone_us_ = measure(policy, [&] { return gemm_us(); }).median_us;
+    alone_us_ = measure(policy, [&] { return gemm_us(); }).mean_us;  // the mean, as the GEMM points
 }
 
 double ComputeProbe::gemm_us() {
