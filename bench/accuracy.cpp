@@ -2,11 +2,13 @@
 // from a calibration of this machine and the executor runs exactly that Plan
 // (replay) on the launched ranks; prints each error and the median and p90 of
 // |error|. Target on the 2-core development machine: median <= 5 %, p90 <= 10 %.
-// Each round calibrates in full; before each run the calibration is refreshed
+// Each round calibrates in full; around each run the calibration is refreshed
 // for that Plan (its GEMM shapes and collective sizes, memory bandwidth and
-// CPU Adam re-measured in a few seconds), as `dtsim validate` does: the error
-// is the model's, not this shared machine's drift since the round began. The
-// error against the round's calibration as it was ("stale") is printed too.
+// CPU Adam re-measured in a few seconds), just before and just after it, and
+// the prediction is the mean of the two prices, as `dtsim validate` does: the
+// error is the model's, not this shared machine's drift since the round began
+// or during the run. The error against the round's calibration as it was
+// ("stale") is printed too.
 //   mpirun -np 2 build/release/bench/accuracy [--steps 10] [--rounds 3] [--hardware cal.json] [--full-calibration]
 //       [--save-calibration cal.json] [--only <part of a label>] [--trace-dir DIR]
 #include "dtsim/executor/calibration_targets.hpp"
@@ -161,21 +163,27 @@ int main(int argc, char** argv) {
             // Each round starts at another configuration, so that none is
             // always the first after a calibration (the machine drifts).
             const std::size_t first = static_cast<std::size_t>(round) * all.size() / static_cast<std::size_t>(rounds);
+            auto nth = [&](std::size_t n) { return (first + n) % all.size(); };
+            // Refreshed for the first configuration; after each run, for it and
+            // the next one, which the same refresh then serves as "before".
+            calib::Calibration before = profiler::refresh_cpu_calibration(cal, targets[nth(0)]);
             for (std::size_t n = 0; n < all.size(); ++n) {
-                const std::size_t i = (first + n) % all.size();
+                const std::size_t i = nth(n);
                 const sim::Config& config = configs[i];
                 const auto& workload = workloads[i];
                 stale_predicted_s[i].push_back(sim::simulate(workload, config, cal).metrics.step_time_s);
-                const calib::Calibration fresh = profiler::refresh_cpu_calibration(cal, targets[i]);
-                const sim::SimResult predicted = sim::simulate(workload, config, fresh);
+                const sim::SimResult predicted = sim::simulate(workload, config, before);
                 executor::ExecOptions eo;
                 eo.steps = steps;
                 eo.mode = executor::Mode::replay;
                 eo.warmup_steps = warmup;  // for the median and the per-kind times alike
                 const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
+                calib::Calibration after = profiler::refresh_cpu_calibration(
+                    cal, n + 1 < all.size() ? executor::joined(targets[i], targets[nth(n + 1)]) : targets[i]);
+                const sim::SimResult predicted_after = sim::simulate(workload, config, after);
                 const std::vector<double> steady(measured.step_time_s.begin() + warmup, measured.step_time_s.end());
                 const double median = measured.median_step_time_s;
-                predicted_s[i].push_back(predicted.metrics.step_time_s);
+                predicted_s[i].push_back((predicted.metrics.step_time_s + predicted_after.metrics.step_time_s) / 2);
                 measured_s[i].push_back(median);
                 // Half the p10-p90 range of the steps, relative: this machine's noise.
                 spread[i].push_back((percentile(steady, 0.9) - percentile(steady, 0.1)) / 2 / median);
@@ -185,23 +193,27 @@ int main(int argc, char** argv) {
                         name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
                         '_');
                     const std::string stem = fmt::format("{}/r{}-{}", trace_dir, round, name);
-                    traces::write_chrome_trace(sim::make_timeline(predicted, config, fresh.name),
+                    traces::write_chrome_trace(sim::make_timeline(predicted, config, before.name),
                                                stem + "-predicted.json");
+                    traces::write_chrome_trace(sim::make_timeline(predicted_after, config, after.name),
+                                               stem + "-predicted-after.json");
                     traces::write_chrome_trace(measured.timeline, stem + "-measured.json");
                 }
                 if (rank == 0) {
-                    const executor::Comparison c = executor::compare(predicted, measured);
+                    const executor::Comparison c = executor::compare_bracketed(predicted, predicted_after, measured);
                     compute_error[i].push_back(c.kind_error(sim::TaskKind::compute));
                     collective_error[i].push_back(c.kind_error(sim::TaskKind::collective));
                 }
+                before = std::move(after);
             }
         }
         if (rank != 0) return 0;
         fmt::print(
             "accuracy: mlp-8x1024, micro-batch 128, fp32, {} ranks; {} round(s), each a {} calibration ('{}') then "
             "{} steps of every configuration (the first {} warm-up); medians over the rounds\n"
-            "error: priced from the round's calibration refreshed for the plan just before the run; stale: from the "
-            "round's calibration as it was; compute, collective: per-kind errors on the critical rank\n\n"
+            "error: priced from the round's calibration refreshed for the plan just before and just after the run "
+            "(the mean); stale: from the round's calibration as it was; compute, collective: per-kind errors on the "
+            "critical rank\n\n"
             "{:<30} {:>12} {:>12} {:>9} {:>9}   {:>10} {:>9} {:>10}\n",
             size, rounds,
             !hardware.empty() ? "given"

@@ -31,7 +31,7 @@ struct ValidateOptions {
     std::string strategies;  // comma-separated; empty: --strategy
     bool hardware_given = false;
     int steps = 5;
-    // Re-measure each plan's drifting figures just before it runs: "auto"
+    // Re-measure each plan's drifting figures around each run: "auto"
     // where the calibration was measured on this backend with these ranks.
     std::string refresh = "auto";
 };
@@ -111,23 +111,37 @@ void run_validate(ValidateOptions o) {
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
         }
         const bool refresh = should_refresh(o.refresh, cal, size);
+        auto refreshed = [&](std::size_t i) {
+            // For configuration i and the next, which the same refresh serves as "before".
+            return profiler::refresh_cpu_calibration(
+                cal, i + 1 < configs.size() ? executor::joined(targets[i], targets[i + 1]) : targets[i]);
+        };
+        calib::Calibration before = refresh ? profiler::refresh_cpu_calibration(cal, targets[0]) : cal;
         std::vector<Result> results;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             const sim::Config& config = configs[i];
             const auto& workload = workloads[i];
             const double done = static_cast<double>(i) / static_cast<double>(configs.size());
-            if (refresh) bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
-            const calib::Calibration priced_by = refresh ? profiler::refresh_cpu_calibration(cal, targets[i]) : cal;
             bar.update(fmt::format("{}: executing {} steps", strategies[i], o.steps), done);
-            const sim::SimResult predicted = sim::simulate(workload, config, priced_by);
+            const sim::SimResult predicted = sim::simulate(workload, config, before);
             executor::ExecOptions eo;
             eo.steps = o.steps;
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
             eo.mode = executor::Mode::replay;
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
+            if (!refresh) {
+                if (rank == 0)
+                    results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
+                                       executor::compare(predicted, measured)});
+                continue;
+            }
+            bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
+            calib::Calibration after = refreshed(i);
+            const sim::SimResult predicted_after = sim::simulate(workload, config, after);
             if (rank == 0)
                 results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
-                                   executor::compare(predicted, measured)});
+                                   executor::compare_bracketed(predicted, predicted_after, measured)});
+            before = std::move(after);
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;
@@ -159,7 +173,7 @@ void run_validate(ValidateOptions o) {
         }
         fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
                    size == 1 ? "" : "s", cal.name, cal.provenance.source,
-                   refresh ? ", refreshed before each run" : "");
+                   refresh ? ", refreshed around each run" : "");
         fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
                    "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
         for (const auto& [strategy, mode, c] : results)
@@ -192,15 +206,16 @@ void add_validate_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--refresh", o->refresh,
                     "re-measure each plan's GEMM shapes, collective sizes, memory bandwidth and CPU Adam just "
-                    "before it runs (a few seconds), so that the machine's drift since the calibration is not "
-                    "counted as the model's error; auto: where the calibration was measured on this CPU backend "
-                    "with as many ranks")
+                    "before and just after it runs (a few seconds each) and price it from both, so that the "
+                    "machine's drift is not counted as the model's error; auto: where the calibration was measured "
+                    "on this CPU backend with as many ranks")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
     cmd->footer(
         "Without --hardware a quick calibration of this machine runs first.\n"
-        "A shared machine drifts by several percent within minutes; with --refresh (auto) each prediction is priced\n"
-        "from the calibration re-measured for its plan just before the run it is compared with.\n"
+        "A shared machine's speed moves by several percent within seconds; with --refresh (auto) each prediction\n"
+        "is the mean of two prices of its plan, from the calibration re-measured for it just before and just after\n"
+        "the run it is compared with.\n"
         "Example:\n  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 "
         "--strategies ddp,fsdp,deepspeed_stage_3");
     cmd->callback([o, cmd] {

@@ -42,4 +42,10 @@ void add_calibration_targets(profiler::CalibrationTargets& o, const models::Work
     append_unique(o.collective_sizes, sizes);
 }
 
+profiler::CalibrationTargets joined(profiler::CalibrationTargets a, const profiler::CalibrationTargets& b) {
+    append_unique(a.gemm_shapes, b.gemm_shapes);
+    append_unique(a.collective_sizes, b.collective_sizes);
+    return a;
+}
+
 }  // namespace dtsim::executor

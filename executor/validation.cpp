@@ -63,4 +63,14 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
     return c;
 }
 
+Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult& after, const ExecResult& measured) {
+    Comparison c = compare(before, measured);
+    const Comparison later = compare(after, measured);
+    c.predicted_s = (c.predicted_s + later.predicted_s) / 2;
+    for (std::size_t k = 0; k < kTaskKinds.size(); ++k)
+        c.predicted_kind_s[k] = (c.predicted_kind_s[k] + later.predicted_kind_s[k]) / 2;
+    c.predicted_peak_bytes = std::max(c.predicted_peak_bytes, later.predicted_peak_bytes);
+    return c;
+}
+
 }  // namespace dtsim::executor

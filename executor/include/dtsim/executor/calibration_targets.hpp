@@ -19,4 +19,7 @@ std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& ski
 // Adds `w`'s GEMM shapes and `plan`'s collective sizes to `o` (each once).
 void add_calibration_targets(profiler::CalibrationTargets& o, const models::Workload& w, const sim::Plan& plan);
 
+// The targets of `a` and of `b` (each once).
+profiler::CalibrationTargets joined(profiler::CalibrationTargets a, const profiler::CalibrationTargets& b);
+
 }  // namespace dtsim::executor

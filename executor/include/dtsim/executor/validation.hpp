@@ -43,4 +43,11 @@ struct Comparison {
 // `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
 Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);
 
+// The run against the mean of two prices of its Plan: from the calibration
+// refreshed just before the run and just after it. A shared machine's speed
+// moves by 10-20 % within seconds; the pair brackets the run, so that its
+// drift cancels to first order (with one refresh, before, the noise of the
+// GEMM prices against the run's was 15 %; bracketed, 10 %).
+Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult& after, const ExecResult& measured);
+
 }  // namespace dtsim::executor
