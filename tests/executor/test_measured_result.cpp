@@ -111,3 +111,29 @@ TEST_CASE("warm-up steps are left out of the per-kind times and bounded by the s
     CHECK(executor::first_measured_step(measured) == 0);
     CHECK(executor::compare(r, measured).kind_error(sim::TaskKind::compute) == Approx(-0.9));  // slow steps count
 }
+
+TEST_CASE("a bracketed comparison takes the mean of the prices before and after the run", "[executor]") {
+    const sim::SimResult before = simulated("ddp", {});
+    sim::Config slower;  // the same plan, priced on slower hardware
+    slower.model = "mlp-4x256";
+    slower.strategy = "ddp";
+    slower.topology = {1, 2};
+    slower.micro_batch = 8;
+    const sim::SimResult after = sim::simulate(slower, calib::load_hardware("a100-sxm"));
+    REQUIRE(after.metrics.step_time_s > before.metrics.step_time_s);
+    executor::ExecResult measured;
+    measured.world_size = 1;
+    measured.timings = {{timings_of(before.schedule)}};
+    measured.median_step_time_s = before.metrics.step_time_s;
+    const executor::Comparison one = executor::compare(before, measured);
+    const executor::Comparison other = executor::compare(after, measured);
+    const executor::Comparison both = executor::compare_bracketed(before, after, measured);
+    CHECK(both.predicted_s == Approx((before.metrics.step_time_s + after.metrics.step_time_s) / 2));
+    CHECK(both.measured_s == one.measured_s);
+    for (std::size_t k = 0; k < executor::kTaskKinds.size(); ++k) {
+        CHECK(both.predicted_kind_s[k] == Approx((one.predicted_kind_s[k] + other.predicted_kind_s[k]) / 2));
+        CHECK(both.measured_kind_s[k] == one.measured_kind_s[k]);
+    }
+    CHECK(both.error() > 0);  // the run took the first price; the mean is above it
+    CHECK(both.error() < other.error());
+}
