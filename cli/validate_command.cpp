@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace dtsim::cli {
@@ -81,6 +82,8 @@ void run_validate(ValidateOptions o) {
     on_all_ranks([&] {
         if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
         const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
+        if (strategies.empty())
+            throw ConfigError(fmt::format("--strategies '{}' names no strategy", o.strategies));
         ProgressBar bar(rank == 0);
         std::vector<sim::Config> configs;
         for (const auto& strategy : strategies) {
@@ -129,19 +132,17 @@ void run_validate(ValidateOptions o) {
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
             eo.mode = executor::Mode::replay;
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
-            if (!refresh) {
-                if (rank == 0)
-                    results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
-                                       executor::compare(predicted, measured)});
-                continue;
+            std::optional<sim::SimResult> predicted_after;
+            if (refresh) {
+                bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
+                calib::Calibration after = refreshed(i);
+                predicted_after = sim::simulate(workload, config, after);
+                before = std::move(after);
             }
-            bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
-            calib::Calibration after = refreshed(i);
-            const sim::SimResult predicted_after = sim::simulate(workload, config, after);
             if (rank == 0)
                 results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
-                                   executor::compare_bracketed(predicted, predicted_after, measured)});
-            before = std::move(after);
+                                   predicted_after ? executor::compare_bracketed(predicted, *predicted_after, measured)
+                                                   : executor::compare(predicted, measured)});
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;
