@@ -2,13 +2,13 @@
 // from a calibration of this machine and the executor runs exactly that Plan
 // (replay) on the launched ranks; prints each error and the median and p90 of
 // |error|. Target on the 2-core development machine: median <= 5 %, p90 <= 10 %.
-// Each round calibrates in full; around each run the calibration is refreshed
-// for that Plan (its GEMM shapes and collective sizes, memory bandwidth and
-// CPU Adam re-measured in a few seconds), just before and just after it, and
-// the prediction is the mean of the two prices, as `dtsim validate` does: the
-// error is the model's, not this shared machine's drift since the round began
-// or during the run. The error against the round's calibration as it was
-// ("stale") is printed too.
+// Each round calibrates (quick, or in full with --full-calibration); around
+// each run the calibration is refreshed for that Plan (its GEMM shapes and
+// collective sizes, memory bandwidth and CPU Adam re-measured in a few
+// seconds), just before and just after it, and the prediction is the mean of
+// the two prices, as `dtsim validate` does: the error is the model's, not this
+// shared machine's drift since the round began or during the run. The error
+// against the round's calibration as it was ("stale") is printed too.
 //   mpirun -np 2 build/release/bench/accuracy [--steps 10] [--rounds 3] [--hardware cal.json] [--full-calibration]
 //       [--save-calibration cal.json] [--only <part of a label>] [--trace-dir DIR]
 #include "dtsim/executor/calibration_targets.hpp"
@@ -144,6 +144,10 @@ int main(int argc, char** argv) {
         // within minutes, and a prediction should meet a machine in the state
         // it was calibrated in. Rounds also spread slow spells over every
         // configuration alike.
+        if (!hardware.empty())
+            if (const std::string why_not = profiler::why_not_refreshable(calib::load_hardware(hardware), size);
+                !why_not.empty())
+                throw std::runtime_error(fmt::format("--hardware {}: cannot be refreshed here: {}", hardware, why_not));
         auto calibrate = [&] {
             if (!hardware.empty()) return calib::load_hardware(hardware);
             return profiler::calibrate_cpu(
@@ -219,8 +223,8 @@ int main(int argc, char** argv) {
             !hardware.empty() ? "given"
             : full            ? "full"
                               : "quick",
-            cal_name, steps, warmup, "configuration", "predicted", "measured", "error", "spread", "stale",
-            "compute", "collective");
+            cal_name, steps, warmup, "configuration", "predicted", "measured", "error", "spread", "stale", "compute",
+            "collective");
         // The median over rounds of (predicted - measured) / measured.
         auto median_error = [&](const std::vector<double>& predicted, const std::vector<double>& measured) {
             std::vector<double> e;
@@ -244,8 +248,7 @@ int main(int argc, char** argv) {
             "stale (the round's calibration, not refreshed): median {:.1f} %, p90 {:.1f} %\n"
             "step-time spread within a run (half the p10-p90 range): median {:.1f} %\n",
             errors.size(), 100 * percentile(errors, 0.5), 100 * percentile(errors, 0.9),
-            100 * percentile(stale_errors, 0.5), 100 * percentile(stale_errors, 0.9),
-            100 * percentile(spreads, 0.5));
+            100 * percentile(stale_errors, 0.5), 100 * percentile(stale_errors, 0.9), 100 * percentile(spreads, 0.5));
     } catch (const std::exception& e) {
         fmt::print(stderr, "accuracy: error on rank {}: {}\n", rank, e.what());
         MPI_Abort(MPI_COMM_WORLD, 2);

@@ -58,19 +58,17 @@ std::string percent(double predicted, double measured) {
     return fmt::format("{:+.1f} %", 100.0 * (predicted - measured) / measured);
 }
 
-// Whether to refresh `cal` before each run: only a CPU calibration measured
-// with this many ranks can be re-measured here.
+// Whether to refresh `cal` around each run: only a CPU calibration measured
+// on this machine with this many ranks can be re-measured here.
 bool should_refresh(const std::string& mode, const calib::Calibration& cal, int ranks) {
-    const bool refreshable = cal.provenance.source == "measured" && cal.provenance.backend == "cpu-mpi-openblas" &&
-                             cal.provenance.world_size == ranks;
     if (mode == "off") return false;
-    if (mode == "on" && !refreshable)
-        throw ConfigError(fmt::format(
-            "--refresh on: calibration '{}' is not a CPU calibration measured with {} ranks (source {}, backend {}, "
-            "{} ranks); use --refresh off or auto",
-            cal.name, ranks, cal.provenance.source, cal.provenance.backend.empty() ? "none" : cal.provenance.backend,
-            cal.provenance.world_size));
-    return refreshable;
+    const std::string why_not = profiler::why_not_refreshable(cal, ranks);
+    if (mode == "on" && !why_not.empty())
+        throw ConfigError(
+            fmt::format("--refresh on: calibration '{}' cannot be refreshed here: {}; use --refresh off "
+                        "or auto",
+                        cal.name, why_not));
+    return why_not.empty();
 }
 
 void run_validate(ValidateOptions o) {
@@ -82,8 +80,7 @@ void run_validate(ValidateOptions o) {
     on_all_ranks([&] {
         if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
         const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
-        if (strategies.empty())
-            throw ConfigError(fmt::format("--strategies '{}' names no strategy", o.strategies));
+        if (strategies.empty()) throw ConfigError(fmt::format("--strategies '{}' names no strategy", o.strategies));
         ProgressBar bar(rank == 0);
         std::vector<sim::Config> configs;
         for (const auto& strategy : strategies) {
@@ -173,8 +170,7 @@ void run_validate(ValidateOptions o) {
             return;
         }
         fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
-                   size == 1 ? "" : "s", cal.name, cal.provenance.source,
-                   refresh ? ", refreshed around each run" : "");
+                   size == 1 ? "" : "s", cal.name, cal.provenance.source, refresh ? ", refreshed around each run" : "");
         fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
                    "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
         for (const auto& [strategy, mode, c] : results)

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -48,6 +48,7 @@ public:
         for (const auto& [s, g] : communicator_keys(plan)) {
             MPI_Comm c = MPI_COMM_NULL;
             MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c);
+            profiler::prepare_peer_wait(c);  // here, in order on one thread, not in the stream threads' steps
             comms_[{s, g}] = c;
         }
     }
@@ -100,7 +101,7 @@ struct Shared {
     std::vector<int> done_step;  // by task: the last step it ended in
     int done_in_step = 0;
     std::exception_ptr error;
-    std::atomic<bool> failed{false};  // error is set: wakes threads waiting for peers
+    std::atomic<bool> failed{false};  // error is set: threads waiting for peers give up
     // Fault detection: progress grows with every task end and step start; by
     // stream, the task it runs (running) or waits to start (-1: none), since when.
     std::int64_t progress = 0;

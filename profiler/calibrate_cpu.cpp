@@ -47,7 +47,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     const HostInfo host = host_info();
     c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks", host.hostname, size) : o.name;
     c.provenance.source = "measured";
-    c.provenance.machine = fmt::format("{} ({})", host.hostname, host.cpu_model);
+    c.provenance.machine = machine_name(host);
     c.provenance.date = utc_timestamp();
     c.provenance.backend = "cpu-mpi-openblas";
     c.provenance.world_size = size;

@@ -6,6 +6,8 @@
 #include <mpi.h>
 #include <sched.h>
 
+#include <algorithm>
+
 namespace dtsim::profiler {
 
 RepeatPolicy machine_policy(bool quick) {
@@ -35,11 +37,11 @@ bool ranks_share_cores() {
     return shared;
 }
 
-double pace_rate(double local) {
+double pace_rate(double local, bool shared) {
     int ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
     double out = 0;
-    if (ranks_share_cores()) {
+    if (shared) {
         MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         return out / ranks;
     }
@@ -47,8 +49,8 @@ double pace_rate(double local) {
     return out;
 }
 
-double pace_time(double local) {
-    if (ranks_share_cores()) return 1.0 / pace_rate(1.0 / local);
+double pace_time(double local, bool shared) {
+    if (shared) return 1.0 / pace_rate(1.0 / std::max(local, 1e-9), true);  // a time too short to see: 1 fs
     double out = 0;
     MPI_Allreduce(&local, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return out;

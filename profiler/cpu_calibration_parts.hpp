@@ -13,6 +13,12 @@ namespace dtsim::profiler {
 // their rate and, where ranks share cores, many turns of the scheduler.
 RepeatPolicy machine_policy(bool quick);
 
+// Whether the ranks on some host outnumber the cores they may run on (the
+// union of their affinity masks). Collective over MPI_COMM_WORLD, computed at
+// the first call, which every rank must make at the same point (calibrate_cpu
+// and its refresh do, through pace_time); the same on every rank.
+bool ranks_share_cores();
+
 // The figure of all ranks that paces a data-parallel step, the same on every
 // rank. Where each rank has cores of its own, the step waits at every
 // collective for the slowest rank, and cores are not equal (siblings,
@@ -21,14 +27,16 @@ RepeatPolicy machine_policy(bool quick);
 // (peer_wait.hpp) and hands its core to the others, which catch up: the step
 // runs at the ranks' combined rate, so the mean rate (harmonic mean time).
 // Priced by their slowest rank, 4 ranks on 2 cores came out with 20-60 %
-// more compute per step than they ran.
-double pace_time(double local);
-double pace_rate(double local);
-
-// Whether the ranks on some host outnumber the cores they may run on (the
-// union of their affinity masks). Collective over MPI_COMM_WORLD; the same on
-// every rank.
-bool ranks_share_cores();
+// more compute per step than they ran. `shared`: whether ranks share cores
+// (ranks_share_cores()). Collective over MPI_COMM_WORLD.
+double pace_time(double local, bool shared);
+double pace_rate(double local, bool shared);
+inline double pace_time(double local) {
+    return pace_time(local, ranks_share_cores());
+}
+inline double pace_rate(double local) {
+    return pace_rate(local, ranks_share_cores());
+}
 
 // Streaming and copy bandwidth, the cost of a tiny pass and CPU Adam into `c`:
 // the memory-bound figures, which all ranks of a host share.

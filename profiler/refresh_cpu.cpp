@@ -7,6 +7,7 @@
 #include "dtsim/profiler/fit.hpp"
 #include "dtsim/profiler/host_info.hpp"
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -50,6 +51,17 @@ void merge_collective_points(std::vector<calib::CollectiveCurve>& curves, Collec
 }
 
 }  // namespace
+
+std::string why_not_refreshable(const calib::Calibration& c, int ranks) {
+    const auto& p = c.provenance;
+    if (p.source != "measured" || p.backend != "cpu-mpi-openblas")
+        return fmt::format("it is not a measured CPU calibration (source {}, backend {})", p.source,
+                           p.backend.empty() ? "none" : p.backend);
+    if (p.world_size != ranks) return fmt::format("it was measured with {} ranks, not {}", p.world_size, ranks);
+    if (const std::string here = machine_name(host_info()); p.machine != here)
+        return fmt::format("it was measured on {}, not on this machine, {}", p.machine, here);
+    return "";
+}
 
 calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CalibrationTargets& targets) {
     int size = 1;

@@ -49,6 +49,7 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
     // Collectives large enough that the scheduler, not their boundaries,
     // decides compute's share. A quick run has fewer of them only: with smaller
     // sizes its figures came out 3-10x off a full run's.
+    prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the timings
     ComputeProbe probe(policy);
     CommBuffers buf(static_cast<std::size_t>(8 << 20) / sizeof(float));
     const int comm_iters =

@@ -49,6 +49,10 @@ HostInfo host_info() {
     return h;
 }
 
+std::string machine_name(const HostInfo& h) {
+    return h.hostname + " (" + h.cpu_model + ")";
+}
+
 std::string utc_timestamp() {
     const std::time_t now = std::time(nullptr);
     std::tm tm{};

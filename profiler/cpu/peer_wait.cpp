@@ -73,10 +73,12 @@ BarrierWords* map_shared_page(MPI_Comm comm) {
     static std::atomic<int> counter{0};
     std::array<char, 64> name{};
     int ok = 1;
+    bool created = false;
     void* page = MAP_FAILED;
     if (rank == 0) {
         std::snprintf(name.data(), name.size(), "/dtsim-peer-wait-%d-%d", static_cast<int>(getpid()), counter++);
         const int fd = shm_open(name.data(), O_CREAT | O_EXCL | O_RDWR, 0600);
+        created = fd >= 0;
         if (fd >= 0 && ftruncate(fd, kPageBytes) == 0)
             page = mmap(nullptr, kPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (fd >= 0) close(fd);
@@ -92,7 +94,7 @@ BarrierWords* map_shared_page(MPI_Comm comm) {
     }
     int all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);  // also: every rank has mapped it
-    if (rank == 0 && name[0] != '\0') shm_unlink(name.data());  // the mappings keep it
+    if (created) shm_unlink(name.data());                    // the mappings keep it
     if (all_ok == 0) {
         if (page != MAP_FAILED) munmap(page, kPageBytes);
         return nullptr;
@@ -120,6 +122,9 @@ long futex(std::uint32_t* word, int op, std::uint32_t value, const timespec* tim
 // While waiters sleep, they look at `stop` this often.
 constexpr timespec kStopCheck{0, 50'000'000};
 
+// Ranks are separate processes: the counters must be lock-free to be shared.
+static_assert(std::atomic_ref<std::uint32_t>::is_always_lock_free);
+
 bool shared_page_barrier(const PeerBarrier& b, const std::atomic<bool>* stop) {
     std::atomic_ref<std::uint32_t> arrived(b.words->arrived);
     std::atomic_ref<std::uint32_t> generation(b.words->generation);
@@ -134,7 +139,8 @@ bool shared_page_barrier(const PeerBarrier& b, const std::atomic<bool>* stop) {
     }
     while (generation.load(std::memory_order_acquire) == gen) {
         if (stop != nullptr && stop->load(std::memory_order_relaxed)) return false;
-        futex(&b.words->generation, FUTEX_WAIT, gen, &kStopCheck);  // returns at once if it moved on
+        // Returns at once if the generation moved on; without a stop flag, sleeps until woken.
+        futex(&b.words->generation, FUTEX_WAIT, gen, stop != nullptr ? &kStopCheck : nullptr);
     }
     return true;
 }
@@ -161,6 +167,10 @@ bool polled_barrier(MPI_Comm comm, const std::atomic<bool>* stop) {
 }
 
 }  // namespace
+
+void prepare_peer_wait(MPI_Comm comm) {
+    (void)barrier_of(comm);
+}
 
 bool wait_for_peers(MPI_Comm comm, const std::atomic<bool>* stop) {
     // Timer slack (50 us by default) would stretch every sleep to the slack.

@@ -28,4 +28,4 @@ if timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 -
   echo "validate --refresh on with a preset should fail"; exit 1
 fi
 cat refused.err
-grep -q -- "--refresh on: calibration 'h100-sxm'" refused.err
+grep -q -- "--refresh on: calibration 'h100-sxm' cannot be refreshed here" refused.err

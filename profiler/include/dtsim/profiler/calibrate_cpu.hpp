@@ -37,6 +37,10 @@ struct CpuCalibrationOptions {
 // bench/accuracy).
 calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const CalibrationTargets& targets);
 
+// Why `c` cannot be refreshed here ("" when it can): only a CPU calibration
+// measured on this machine (as its provenance names it) with `ranks` ranks.
+std::string why_not_refreshable(const calib::Calibration& c, int ranks);
+
 // The repeat policy of a quick or a full calibration.
 RepeatPolicy repeat_policy(bool quick);
 

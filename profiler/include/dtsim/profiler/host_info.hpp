@@ -17,6 +17,9 @@ struct HostInfo {
 
 HostInfo host_info();
 
+// "<host> (<CPU model>)": the machine a calibration records in its provenance.
+std::string machine_name(const HostInfo& h);
+
 // UTC now as ISO 8601, e.g. "2026-11-21T23:04:05Z".
 std::string utc_timestamp();
 
