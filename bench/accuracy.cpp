@@ -11,6 +11,7 @@
 // against the round's calibration as it was ("stale") is printed too.
 //   mpirun -np 2 build/release/bench/accuracy [--steps 10] [--rounds 3] [--hardware cal.json] [--full-calibration]
 //       [--save-calibration cal.json] [--only <part of a label>] [--trace-dir DIR]
+#include "dtsim/executor/bracketed_refresh.hpp"
 #include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
@@ -168,22 +169,22 @@ int main(int argc, char** argv) {
             // always the first after a calibration (the machine drifts).
             const std::size_t first = static_cast<std::size_t>(round) * all.size() / static_cast<std::size_t>(rounds);
             auto nth = [&](std::size_t n) { return (first + n) % all.size(); };
-            // Refreshed for the first configuration; after each run, for it and
-            // the next one, which the same refresh then serves as "before".
-            calib::Calibration before = profiler::refresh_cpu_calibration(cal, targets[nth(0)]);
+            std::vector<profiler::CalibrationTargets> in_order;
+            for (std::size_t n = 0; n < all.size(); ++n) in_order.push_back(targets[nth(n)]);
+            executor::BracketedRefresh refresh(cal, std::move(in_order));
             for (std::size_t n = 0; n < all.size(); ++n) {
                 const std::size_t i = nth(n);
                 const sim::Config& config = configs[i];
                 const auto& workload = workloads[i];
                 stale_predicted_s[i].push_back(sim::simulate(workload, config, cal).metrics.step_time_s);
-                const sim::SimResult predicted = sim::simulate(workload, config, before);
+                const sim::SimResult predicted = sim::simulate(workload, config, refresh.before());
+                const std::string before_name = refresh.before().name;
                 executor::ExecOptions eo;
                 eo.steps = steps;
                 eo.mode = executor::Mode::replay;
                 eo.warmup_steps = warmup;  // for the median and the per-kind times alike
                 const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
-                calib::Calibration after = profiler::refresh_cpu_calibration(
-                    cal, n + 1 < all.size() ? executor::joined(targets[i], targets[nth(n + 1)]) : targets[i]);
+                const calib::Calibration& after = refresh.after_run();
                 const sim::SimResult predicted_after = sim::simulate(workload, config, after);
                 const std::vector<double> steady(measured.step_time_s.begin() + warmup, measured.step_time_s.end());
                 const double median = measured.median_step_time_s;
@@ -197,7 +198,7 @@ int main(int argc, char** argv) {
                         name.begin(), name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
                         '_');
                     const std::string stem = fmt::format("{}/r{}-{}", trace_dir, round, name);
-                    traces::write_chrome_trace(sim::make_timeline(predicted, config, before.name),
+                    traces::write_chrome_trace(sim::make_timeline(predicted, config, before_name),
                                                stem + "-predicted.json");
                     traces::write_chrome_trace(sim::make_timeline(predicted_after, config, after.name),
                                                stem + "-predicted-after.json");
@@ -208,7 +209,6 @@ int main(int argc, char** argv) {
                     compute_error[i].push_back(c.kind_error(sim::TaskKind::compute));
                     collective_error[i].push_back(c.kind_error(sim::TaskKind::collective));
                 }
-                before = std::move(after);
             }
         }
         if (rank != 0) return 0;

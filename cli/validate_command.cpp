@@ -5,6 +5,7 @@
 #include "config_options.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
+#include "dtsim/executor/bracketed_refresh.hpp"
 #include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/executor/validation.hpp"
@@ -111,30 +112,24 @@ void run_validate(ValidateOptions o) {
             bar.finish(fmt::format("calibrated this machine (quick, {} rank{})", size, size == 1 ? "" : "s"));
         }
         const bool refresh = should_refresh(o.refresh, cal, size);
-        auto refreshed = [&](std::size_t i) {
-            // For configuration i and the next, which the same refresh serves as "before".
-            return profiler::refresh_cpu_calibration(
-                cal, i + 1 < configs.size() ? executor::joined(targets[i], targets[i + 1]) : targets[i]);
-        };
-        calib::Calibration before = refresh ? profiler::refresh_cpu_calibration(cal, targets[0]) : cal;
+        std::optional<executor::BracketedRefresh> bracket;
+        if (refresh) bracket.emplace(cal, targets);
         std::vector<Result> results;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             const sim::Config& config = configs[i];
             const auto& workload = workloads[i];
             const double done = static_cast<double>(i) / static_cast<double>(configs.size());
             bar.update(fmt::format("{}: executing {} steps", strategies[i], o.steps), done);
-            const sim::SimResult predicted = sim::simulate(workload, config, before);
+            const sim::SimResult predicted = sim::simulate(workload, config, bracket ? bracket->before() : cal);
             executor::ExecOptions eo;
             eo.steps = o.steps;
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
             eo.mode = executor::Mode::replay;
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
             std::optional<sim::SimResult> predicted_after;
-            if (refresh) {
+            if (bracket) {
                 bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
-                calib::Calibration after = refreshed(i);
-                predicted_after = sim::simulate(workload, config, after);
-                before = std::move(after);
+                predicted_after = sim::simulate(workload, config, bracket->after_run());
             }
             if (rank == 0)
                 results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
