@@ -1,0 +1,43 @@
+// Reads Chrome Trace Event / Kineto traces (formats.md §1-2) into a
+// TraceModel, streaming: the JSON text is tokenised in chunks and never held
+// whole, so memory follows the number of events kept, not the file size.
+//
+// Accepts the object form ({"traceEvents": [...], ...}) and the array form
+// ([...], Debian torch 1.13's legacy output), plain or gzip-compressed
+// (.json.gz), one file or a directory of per-rank files (*.json, *.json.gz,
+// Kineto's <worker>.<id>.pt.trace.json). dtsim's own simulated and measured
+// traces read back to the same per-task times.
+//
+// A malformed file raises ParseError naming the file, the byte offset and
+// line, and what was expected there.
+#pragma once
+
+#include "dtsim/traces/trace_model.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace dtsim::sim {
+struct Timeline;
+}
+
+namespace dtsim::traces {
+
+struct ReadOptions {
+    // Called now and then with bytes read so far and the total (0 when unknown,
+    // e.g. gzip); for progress bars. May be empty.
+    std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> progress;
+};
+
+// path: a trace file or a directory of them (one rank per file).
+TraceModel read_trace(const std::string& path, const ReadOptions& options = {});
+
+// Reads several files or directories into one model, ranks in argument order
+// unless the files name their rank (distributedInfo.rank).
+TraceModel read_traces(const std::vector<std::string>& paths, const ReadOptions& options = {});
+
+// The simulator's / executor's timeline in the same shape, without a JSON round trip.
+TraceModel from_timeline(const sim::Timeline& timeline);
+
+}  // namespace dtsim::traces
