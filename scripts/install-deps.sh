@@ -3,10 +3,14 @@
 # Quiet when everything is already there. Needs root (or sudo) to install.
 set -euo pipefail
 
+# Build: compiler, CMake, the libraries the product links (zlib reads .json.gz
+# traces). Tests: python3 checks the CLI's JSON output in tests/mpi and
+# tests/cli (a fresh Debian 12 minbase has no python3).
 packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev catch2 libcli11-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev
+  python3
 )
 
 missing=()
