@@ -21,6 +21,17 @@ if [ "${1:-}" = "--build-dir" ]; then build_dir="$2"; shift 2; fi
 skip() { echo "fresh-machine-test: SKIPPED: $*" >&2; exit 77; }
 say() { echo "fresh-machine-test: $*" >&2; }
 
+# Removes a root safely: first unmounts whatever debootstrap (or an interrupted
+# run) left mounted in it, deepest first, and never crosses into a mount.
+remove_root() {
+  [ -e "$1" ] || return 0
+  local m
+  for m in $(awk -v r="$(realpath "$1")/" 'index($5, r) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+    umount -l "$m" || true
+  done
+  rm -rf --one-file-system "$1"
+}
+
 [ "$(id -u)" -eq 0 ] || skip "debootstrap and chroot need root (running as $(id -un))"
 if ! command -v debootstrap >/dev/null; then
   say "installing debootstrap"
@@ -39,15 +50,15 @@ mkdir -p "$work"
 
 if [ ! -s "$tarball" ]; then
   say "downloading a Debian 12 minbase into $tarball (once; a few minutes)"
-  rm -rf "$work/tarball-work"
+  remove_root "$work/tarball-work"
   debootstrap --variant=minbase --make-tarball="$tarball.part" bookworm "$work/tarball-work" "$mirror" >&2 ||
     skip "debootstrap could not download bookworm from $mirror"
   mv "$tarball.part" "$tarball"
-  rm -rf "$work/tarball-work"
+  remove_root "$work/tarball-work"
 fi
 
 say "unpacking a pristine root in $rootfs"
-rm -rf "$rootfs"
+remove_root "$rootfs"
 debootstrap --variant=minbase --unpack-tarball="$tarball" bookworm "$rootfs" "$mirror" >&2
 
 say "cloning $(git -C "$root" rev-parse --short HEAD) into the root"
@@ -92,7 +103,7 @@ if [ $status -eq 0 ]; then
 fi
 if [ $status -eq 0 ]; then
   say "PASSED: both README commands work on a fresh Debian 12"
-  rm -rf "$rootfs"
+  remove_root "$rootfs"
 else
   say "FAILED (exit $status); the root is kept in $rootfs for inspection"
 fi
