@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace dtsim::traces {
@@ -28,7 +27,8 @@ struct Track {
     std::string tid;
     std::string name;             // from thread_name metadata, else "tid <tid>"
     TrackKind kind = TrackKind::other;
-    std::int32_t sort_index = 0;  // thread_sort_index, else order of appearance
+    std::int32_t sort_index = 0;  // thread_sort_index, else order of appearance within its rank
+    std::string process_name;     // from process_name metadata of its pid, else empty
 };
 
 // Coarse class of a span, shared by every analysis and by the GUI's colours.
@@ -101,6 +101,14 @@ struct RankInfo {
     std::vector<std::string> device_names;  // deviceProperties[].name
 };
 
+// What reading skipped, so that nothing is dropped silently.
+struct ReadStats {
+    std::uint64_t events = 0;                // trace events read, every phase
+    std::uint64_t unknown_phase_events = 0;  // phases not modelled (async b/e/n, object N/O/D, R, P, ...)
+    std::uint64_t dropped_events = 0;        // X without dur, flow ends that match no start or no slice
+    std::uint64_t args_not_kept = 0;         // span args left out (see ReadOptions::keep_all_args)
+};
+
 struct TraceModel {
     std::vector<std::string> strings;
     std::vector<RankInfo> ranks;
@@ -110,14 +118,41 @@ struct TraceModel {
     std::vector<Instant> instants;
     std::vector<Counter> counters;
     std::vector<Flow> flows;
+    ReadStats stats;
 
     std::string_view str(StringId id) const { return id < 0 ? std::string_view{} : strings[static_cast<std::size_t>(id)]; }
+    // The id of `s`, added to `strings` if new. Add strings only through this.
     StringId intern(std::string_view s);
+    // The id of `s`, or kNoString when the model has no such string.
+    StringId find(std::string_view s) const;
     // The value of a span's argument, or empty when it has none of that key.
     std::string_view arg(const Span& span, std::string_view key) const;
 
+    // Spans of track t are [track_span_begin[t], track_span_begin[t + 1]) in
+    // `spans` once sorted (filled by read_trace / from_timeline).
+    std::vector<std::int32_t> track_span_begin;
+
 private:
-    std::unordered_map<std::string, StringId> index_;
+    // Open-addressing hash index over `strings` (ids only, so each string is
+    // stored once); rebuilt if `strings` was changed behind intern's back.
+    std::vector<StringId> index_;
+    std::size_t indexed_count_ = 0;
+    void rebuild_index(std::size_t slots);
 };
+
+// The SpanKind of a span from its category (case-insensitive, the first
+// known item of a comma list) and name, per formats.md §2: NCCL kernels of
+// both naming generations (ncclKernel_*, ncclDevKernel_*), gloo:* and nccl:*
+// annotations and c10d::* / record_param_comms ops are communication;
+// ProfilerStep#N is an annotation. `dtsim_trace`: categories are dtsim's own
+// (compute, collective, copy, host, io).
+SpanKind classify_span(std::string_view category, std::string_view name, bool dtsim_trace);
+
+std::string_view to_string(SpanKind kind);
+std::string_view to_string(TrackKind kind);
+
+// Sorts spans by (track, start_ns, longer first) and fills track_span_begin;
+// remaps flows. Called by the readers; needed again only after editing spans.
+void sort_spans(TraceModel& model);
 
 }  // namespace dtsim::traces

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace dtsim::sim {
 struct Timeline;
@@ -28,7 +30,19 @@ struct ReadOptions {
     // Called now and then with bytes read so far and the total (0 when unknown,
     // e.g. gzip); for progress bars. May be empty.
     std::function<void(std::uint64_t done_bytes, std::uint64_t total_bytes)> progress;
+    // false (default): a span keeps only the args dtsim's analyses and the
+    // GUI's details use (kept_arg_keys()); Kineto writes a dozen per kernel,
+    // mostly unique ids, which would cost more memory than the spans. true:
+    // every arg (for small traces, e.g. a details panel that shows them all).
+    bool keep_all_args = false;
+    // Size of the buffer the text is read through.
+    std::size_t chunk_bytes = std::size_t{1} << 20;
 };
+
+// The arg keys kept by default: Kineto's collective metadata (formats.md §2),
+// "Input Dims", "Input type", memcpy "bytes", "stream", "device", and dtsim's
+// own (task, phase, micro_step, layer, bucket, bytes, group_size, standalone_ns).
+const std::vector<std::string_view>& kept_arg_keys();
 
 // path: a trace file or a directory of them (one rank per file).
 TraceModel read_trace(const std::string& path, const ReadOptions& options = {});
