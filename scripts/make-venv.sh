@@ -9,7 +9,8 @@
 #
 # Environment: DTSIM_VENV (default <repo>/.venv, git-ignored),
 #              DTSIM_TORCH_SPEC (default torch==2.15.0),
-#              DTSIM_HTA_SPEC (default holistictraceanalysis==0.5.0).
+#              DTSIM_HTA_SPEC (default holistictraceanalysis==0.5.0),
+#              DTSIM_PANDAS_SPEC (default pandas<3).
 #
 # Why the full CUDA wheel: PyPI has only one Linux x86_64 torch wheel and it is
 # the CUDA build (the CPU-only index is a different host, not reachable here).
@@ -25,10 +26,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${DTSIM_VENV:-$here/.venv}"
 torch_spec="${DTSIM_TORCH_SPEC:-torch==2.15.0}"
 hta_spec="${DTSIM_HTA_SPEC:-holistictraceanalysis==0.5.0}"
+# HTA 0.5.0 (May 2025) was written against pandas 2; with pandas 3 some of its
+# calls fail differently (critical_path_analysis), so keep pandas 2 for the oracle.
+pandas_spec="${DTSIM_PANDAS_SPEC:-pandas<3}"
 python="${PYTHON:-/usr/bin/python3}"
 stamp="$venv/dtsim-venv.txt"   # what was asked for and what got installed
 
-want="torch_spec=$torch_spec hta_spec=$hta_spec"
+want="torch_spec=$torch_spec hta_spec=$hta_spec pandas_spec=$pandas_spec"
 
 if [[ "${1:-}" == "--force" ]]; then
     echo "make-venv: --force: removing $venv"
@@ -69,9 +73,9 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
 
-echo "make-venv: installing $torch_spec and $hta_spec from PyPI (first time: ~3 GiB of wheels, a few minutes)"
+echo "make-venv: installing $torch_spec, $hta_spec and $pandas_spec from PyPI (first time: ~3 GiB of wheels, a few minutes)"
 # --no-cache-dir: the CUDA wheels are large and we never reinstall them.
-"$venv/bin/pip" install --no-cache-dir --disable-pip-version-check "$torch_spec" "$hta_spec"
+"$venv/bin/pip" install --no-cache-dir --disable-pip-version-check "$torch_spec" "$hta_spec" "$pandas_spec"
 
 echo "make-venv: checking the install (import torch, hta)"
 

@@ -66,14 +66,19 @@ public:
     // The next non-whitespace byte, not consumed; -1 at the end of the text.
     int peek() {
         for (;;) {
-            while (p_ < end_) {
-                const char c = *p_;
+            // Locals, not members, in hot loops: a char read may alias `this`.
+            const char* p = p_;
+            const char* const end = end_;
+            while (p < end) {
+                const char c = *p;
                 if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
-                    ++p_;
+                    ++p;
                     continue;
                 }
+                p_ = p;
                 return static_cast<unsigned char>(c);
             }
+            p_ = p;
             if (!fill()) return -1;
         }
     }
@@ -91,6 +96,8 @@ public:
     void skip_string();
     // The number at the cursor as its JSON text (validated) into `out`.
     void read_number(std::string& out);
+    // The number at the cursor, validated and skipped.
+    void skip_number();
     // true / false / null at the cursor; returns which word.
     std::string_view read_literal();
 

@@ -57,19 +57,28 @@ struct FlowEnd {
     std::uint32_t seq = 0;
     char phase = 's';
     bool enclosing = true;  // bind to the enclosing slice; false: the next slice starting at time_ns
+    std::int32_t span = -1;  // the slice it binds to, once resolved
 };
 
 // One arg of the event being read, decoded into buffers reused for every event.
+struct KeyInfo {
+    bool keep = false;
+    StringId id = kNoString;
+};
+
 struct ArgScratch {
     std::string key;
     std::string value;
     bool is_number = false;
-    bool keep = false;  // kept on a span (kept_arg_keys or keep_all_args)
+    const KeyInfo* info = nullptr;  // keep: kept on a span (kept_arg_keys or keep_all_args)
 };
 
-struct KeyInfo {
-    bool keep = false;
-    StringId id = kNoString;
+// A direct-mapped cache in front of the arg-key table: Kineto repeats the
+// same dozen keys in every event, and a hash of the whole key per arg was
+// a tenth of the reading time.
+struct KeyCacheEntry {
+    std::string key;
+    const KeyInfo* info = nullptr;
 };
 
 // Per-file state: processes and tracks by their written pid / tid.
@@ -124,6 +133,7 @@ private:
     std::int32_t track_of(const std::string& pid, const std::string& tid);
     std::int32_t process_of(const std::string& pid);
     const KeyInfo& key_info(const std::string& key);
+    const KeyInfo& key_info_slow(const std::string& key);
     void keep_args(std::int32_t& begin, std::int32_t& end);
 
     // ---- resolution ----
@@ -131,8 +141,7 @@ private:
     void classify_file_spans_and_tracks();
     void resolve_flows();
     void order_ranks();
-    std::int32_t enclosing_span(std::int32_t track, std::int64_t time_ns) const;
-    std::int32_t next_span(std::int32_t track, std::int64_t time_ns) const;
+    void bind_flow_ends();
 
     TraceModel& m_;
     const ReadOptions& options_;
@@ -141,6 +150,7 @@ private:
     std::vector<FlowEnd> flow_ends_;
     std::unordered_map<std::string, KeyInfo> kept_;
     std::unordered_map<std::string, KeyInfo> seen_keys_;
+    std::vector<KeyCacheEntry> key_cache_ = std::vector<KeyCacheEntry>(256);
     std::uint64_t progress_base_bytes_ = 0;
 
     // Scratch for the event being read; capacities are kept between events.
@@ -436,6 +446,19 @@ void Reader::read_event(JsonCursor& c, int depth) {
 }
 
 const KeyInfo& Reader::key_info(const std::string& key) {
+    std::size_t h = key.size() * 131;
+    if (!key.empty())
+        h += static_cast<unsigned char>(key[0]) * 31u + static_cast<unsigned char>(key[key.size() - 1]) * 7u +
+             static_cast<unsigned char>(key[key.size() / 2]);
+    KeyCacheEntry& entry = key_cache_[h & 255];
+    if (entry.info != nullptr && entry.key == key) return *entry.info;
+    const KeyInfo& info = key_info_slow(key);
+    entry.key = key;
+    entry.info = &info;
+    return info;
+}
+
+const KeyInfo& Reader::key_info_slow(const std::string& key) {
     if (auto it = kept_.find(key); it != kept_.end()) return it->second;
     auto it = seen_keys_.find(key);
     if (it == seen_keys_.end()) {
@@ -461,7 +484,9 @@ void Reader::read_args(JsonCursor& c, int depth) {
         const bool wanted = info.keep || key_ == "name" || key_ == "sort_index";
         const int t = c.peek();
         const bool number = t == '-' || (t >= '0' && t <= '9');
-        if (!wanted && !number) {
+        // Numbers are counter values in a 'C' event (or one whose ph comes later).
+        const bool maybe_counter = number && (ph_.empty() || ph_ == "C");
+        if (!wanted && !maybe_counter) {
             // Not kept on a span and not a counter value: skipped unread.
             c.skip_value(depth);
             ++m_.stats.args_not_kept;
@@ -470,7 +495,7 @@ void Reader::read_args(JsonCursor& c, int depth) {
         if (arg_count_ == args_.size()) args_.emplace_back();
         ArgScratch& a = args_[arg_count_++];
         a.key = key_;
-        a.keep = info.keep;
+        a.info = &info;
         a.is_number = number;
         if (number) {
             c.read_number(a.value);
@@ -520,12 +545,11 @@ void Reader::keep_args(std::int32_t& begin, std::int32_t& end) {
     begin = static_cast<std::int32_t>(m_.args.size());
     for (std::size_t i = 0; i < arg_count_; ++i) {
         const ArgScratch& a = args_[i];
-        if (!a.keep) {
+        if (!a.info->keep) {
             ++m_.stats.args_not_kept;
             continue;
         }
-        const KeyInfo& info = key_info(a.key);
-        m_.args.push_back(Arg{.key = info.id, .value = m_.intern(a.value), .is_number = a.is_number});
+        m_.args.push_back(Arg{.key = a.info->id, .value = m_.intern(a.value), .is_number = a.is_number});
     }
     end = static_cast<std::int32_t>(m_.args.size());
 }
@@ -793,28 +817,49 @@ void Reader::classify_file_spans_and_tracks() {
 
 // ---- whole-model resolution -------------------------------------------------
 
-std::int32_t Reader::enclosing_span(std::int32_t track, std::int64_t time_ns) const {
-    const auto begin = m_.spans.begin() + m_.track_span_begin[static_cast<std::size_t>(track)];
-    const auto end = m_.spans.begin() + m_.track_span_begin[static_cast<std::size_t>(track) + 1];
-    auto it = std::upper_bound(begin, end, time_ns, [](std::int64_t t, const Span& s) { return t < s.start_ns; });
-    // The latest-starting slice that still covers time_ns is the innermost;
-    // looking back a bounded distance keeps a pathological file linear.
-    constexpr int kLookBack = 1024;
-    for (int steps = 0; it != begin && steps < kLookBack; ++steps) {
-        --it;
-        if (it->start_ns + it->dur_ns >= time_ns) return static_cast<std::int32_t>(it - m_.spans.begin());
+void Reader::bind_flow_ends() {
+    // Ends visited in (track, time) order walk each track's sorted slices
+    // once, instead of a binary search (a cache miss per step) per end.
+    std::vector<std::uint32_t> order(flow_ends_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+        const FlowEnd& x = flow_ends_[a];
+        const FlowEnd& y = flow_ends_[b];
+        if (x.track != y.track) return x.track < y.track;
+        if (x.time_ns != y.time_ns) return x.time_ns < y.time_ns;
+        return a < b;
+    });
+    std::int32_t track = -1;
+    std::size_t begin = 0, end = 0, after = 0, at_or_after = 0;
+    for (const std::uint32_t i : order) {
+        FlowEnd& e = flow_ends_[i];
+        if (e.track != track) {
+            track = e.track;
+            begin = after = at_or_after = static_cast<std::size_t>(m_.track_span_begin[static_cast<std::size_t>(track)]);
+            end = static_cast<std::size_t>(m_.track_span_begin[static_cast<std::size_t>(track) + 1]);
+        }
+        while (after < end && m_.spans[after].start_ns <= e.time_ns) ++after;
+        while (at_or_after < end && m_.spans[at_or_after].start_ns < e.time_ns) ++at_or_after;
+        if (!e.enclosing) {
+            e.span = at_or_after < end ? static_cast<std::int32_t>(at_or_after) : -1;
+            continue;
+        }
+        // The latest-starting slice that still covers the time is the
+        // innermost; a bounded look-back keeps a pathological file linear.
+        constexpr int kLookBack = 1024;
+        std::size_t k = after;
+        for (int steps = 0; k > begin && steps < kLookBack; ++steps) {
+            --k;
+            if (m_.spans[k].start_ns + m_.spans[k].dur_ns >= e.time_ns) {
+                e.span = static_cast<std::int32_t>(k);
+                break;
+            }
+        }
     }
-    return -1;
-}
-
-std::int32_t Reader::next_span(std::int32_t track, std::int64_t time_ns) const {
-    const auto begin = m_.spans.begin() + m_.track_span_begin[static_cast<std::size_t>(track)];
-    const auto end = m_.spans.begin() + m_.track_span_begin[static_cast<std::size_t>(track) + 1];
-    auto it = std::lower_bound(begin, end, time_ns, [](const Span& s, std::int64_t t) { return s.start_ns < t; });
-    return it == end ? -1 : static_cast<std::int32_t>(it - m_.spans.begin());
 }
 
 void Reader::resolve_flows() {
+    bind_flow_ends();
     std::sort(flow_ends_.begin(), flow_ends_.end(), [](const FlowEnd& a, const FlowEnd& b) {
         if (a.key != b.key) return a.key < b.key;
         return a.seq < b.seq;
@@ -835,9 +880,7 @@ void Reader::resolve_flows() {
                     ++m_.stats.dropped_events;
                     continue;
                 }
-                const std::int32_t from = enclosing_span(start->track, start->time_ns);
-                const std::int32_t to = e.enclosing ? enclosing_span(e.track, e.time_ns) : next_span(e.track, e.time_ns);
-                flows.emplace_back(start->seq, Flow{.name = start->name, .from_span = from, .to_span = to});
+                flows.emplace_back(start->seq, Flow{.name = start->name, .from_span = start->span, .to_span = e.span});
                 start = nullptr;
             }
         }
