@@ -1,0 +1,83 @@
+#include "dtsim/gui/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace dtsim::gui {
+namespace {
+
+using traces::Span;
+using traces::TraceModel;
+
+using MatchKey = std::tuple<std::int32_t, std::string, std::string>;  // rank, track name, span name
+
+// Every span under its key, in start order within the key.
+std::map<MatchKey, std::vector<std::int32_t>> spans_by_key(const TraceModel& m) {
+    std::map<MatchKey, std::vector<std::int32_t>> out;
+    for (std::size_t i = 0; i < m.spans.size(); ++i) {
+        const Span& s = m.spans[i];
+        const auto& track = m.tracks[static_cast<std::size_t>(s.track)];
+        const auto rank_index = static_cast<std::size_t>(track.rank);
+        const std::int32_t rank = rank_index < m.ranks.size() ? m.ranks[rank_index].rank : track.rank;
+        out[{rank, track.name, std::string(m.str(s.name))}].push_back(static_cast<std::int32_t>(i));
+    }
+    for (auto& [key, spans] : out)
+        std::stable_sort(spans.begin(), spans.end(), [&](std::int32_t a, std::int32_t b) {
+            return m.spans[static_cast<std::size_t>(a)].start_ns < m.spans[static_cast<std::size_t>(b)].start_ns;
+        });
+    return out;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+}
+
+}  // namespace
+
+Comparison compare_traces(const TraceModel& predicted, const TraceModel& measured) {
+    Comparison c;
+    const auto p = spans_by_key(predicted);
+    const auto m = spans_by_key(measured);
+    std::int32_t matched_measured = 0;
+    for (const auto& [key, p_spans] : p) {
+        const auto it = m.find(key);
+        const std::size_t n = it == m.end() ? 0 : std::min(p_spans.size(), it->second.size());
+        for (std::size_t k = 0; k < n; ++k) {
+            const Span& ps = predicted.spans[static_cast<std::size_t>(p_spans[k])];
+            const Span& ms = measured.spans[static_cast<std::size_t>(it->second[k])];
+            const double error = ps.dur_ns > 0 ? static_cast<double>(ms.dur_ns - ps.dur_ns) / static_cast<double>(ps.dur_ns)
+                                               : (ms.dur_ns > 0 ? 1.0 : 0.0);
+            c.matches.push_back({.predicted = p_spans[k], .measured = it->second[k], .error = error});
+        }
+        c.unmatched_predicted += static_cast<std::int32_t>(p_spans.size() - n);
+        matched_measured += static_cast<std::int32_t>(n);
+    }
+    c.unmatched_measured = static_cast<std::int32_t>(measured.spans.size()) - matched_measured;
+
+    std::map<traces::SpanKind, std::vector<double>> errors;
+    std::map<traces::SpanKind, KindError> kinds;
+    for (const auto& match : c.matches) {
+        const Span& ps = predicted.spans[static_cast<std::size_t>(match.predicted)];
+        const Span& ms = measured.spans[static_cast<std::size_t>(match.measured)];
+        KindError& k = kinds[ps.kind];
+        k.kind = ps.kind;
+        ++k.matched;
+        k.predicted_ns += static_cast<double>(ps.dur_ns);
+        k.measured_ns += static_cast<double>(ms.dur_ns);
+        errors[ps.kind].push_back(std::fabs(match.error));
+    }
+    for (auto& [kind, k] : kinds) {
+        k.total_error = k.predicted_ns > 0 ? (k.measured_ns - k.predicted_ns) / k.predicted_ns : 0;
+        k.median_abs_error = median(errors[kind]);
+        c.kinds.push_back(k);
+    }
+    return c;
+}
+
+}  // namespace dtsim::gui

@@ -1,0 +1,31 @@
+// The GUI's entry point for `dtsim gui`: a main window with a tab per view
+// (timeline, what-if, compare), shown on screen or rendered to a PNG.
+#pragma once
+
+#include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/config.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dtsim::gui {
+
+struct GuiOptions {
+    std::vector<std::string> files;         // traces to open (read with traces::read_traces)
+    std::optional<sim::Config> config;      // a configuration to simulate and open in the what-if
+    calib::Calibration calibration;         // prices `config`
+    std::string view;                       // timeline, whatif, compare or empty (the first there is)
+    std::string screenshot;                 // render to this PNG and exit instead of showing a window
+    int width_px = 1600, height_px = 900;
+    bool dark = false;
+    // What-if changes applied after opening ("micro_batch=16"), as if made in the panel.
+    std::vector<std::pair<std::string, std::string>> what_if_changes;
+};
+
+// Runs the application (or renders the screenshot); returns the exit code.
+// Throws dtsim::Error for what the user can fix (unreadable trace, unknown view).
+int run_gui(const GuiOptions& options);
+
+}  // namespace dtsim::gui

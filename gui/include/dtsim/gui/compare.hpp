@@ -1,0 +1,38 @@
+// Predicted against measured, task by task: spans of two traces matched by
+// rank, track name, span name and order of occurrence (the k-th
+// "allreduce bucket 3" on rank 0's comm stream with the k-th), each match's
+// duration error, and the error per SpanKind. No Qt here.
+#pragma once
+
+#include "dtsim/traces/trace_model.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dtsim::gui {
+
+struct SpanMatch {
+    std::int32_t predicted = -1;  // span index in the predicted model
+    std::int32_t measured = -1;   // span index in the measured model
+    double error = 0;             // (measured - predicted) / predicted duration; 0 when both are empty
+};
+
+struct KindError {
+    traces::SpanKind kind = traces::SpanKind::other;
+    std::int32_t matched = 0;
+    double predicted_ns = 0;  // summed durations of the matched spans
+    double measured_ns = 0;
+    double total_error = 0;       // (measured - predicted) / predicted of the sums
+    double median_abs_error = 0;  // of the matches' errors
+};
+
+struct Comparison {
+    std::vector<SpanMatch> matches;
+    std::vector<KindError> kinds;  // kinds with at least one match, in SpanKind order
+    std::int32_t unmatched_predicted = 0;
+    std::int32_t unmatched_measured = 0;
+};
+
+Comparison compare_traces(const traces::TraceModel& predicted, const traces::TraceModel& measured);
+
+}  // namespace dtsim::gui

@@ -1,0 +1,51 @@
+// CompareView: a predicted and a measured trace one above the other on one
+// time axis (zoom and pan move both), spans coloured by the duration error
+// of their match, and the error per kind of span.
+#pragma once
+
+#include "dtsim/gui/compare.hpp"
+#include "dtsim/gui/timeline_index.hpp"
+
+#include <QColor>
+#include <QWidget>
+
+#include <memory>
+
+class QLabel;
+class QTableWidget;
+
+namespace dtsim::gui {
+
+class TimelineView;
+
+// Blue when measured was faster than predicted, red when slower, grey when
+// within a few percent; unmatched spans dark grey.
+QColor error_color(double error);
+
+class CompareView : public QWidget {
+    Q_OBJECT
+
+public:
+    explicit CompareView(QWidget* parent = nullptr);
+
+    void set_traces(std::shared_ptr<const TimelineIndex> predicted, std::shared_ptr<const TimelineIndex> measured,
+                    const QString& predicted_name, const QString& measured_name);
+    const Comparison& comparison() const { return comparison_; }
+    TimelineView* predicted_view() const { return predicted_; }
+    TimelineView* measured_view() const { return measured_; }
+    QTableWidget* summary() const { return summary_; }
+
+private:
+    void follow(TimelineView* from, TimelineView* to, double t0_ns, double ns_per_px);
+
+    Comparison comparison_;
+    QLabel* predicted_label_ = nullptr;
+    QLabel* measured_label_ = nullptr;
+    TimelineView* predicted_ = nullptr;
+    TimelineView* measured_ = nullptr;
+    QTableWidget* summary_ = nullptr;
+    QLabel* totals_ = nullptr;
+    bool following_ = false;
+};
+
+}  // namespace dtsim::gui

@@ -1,0 +1,51 @@
+// MainWindow: the tabs (timeline, what-if, compare), the File and View
+// menus, drag and drop of trace files, and window state kept in QSettings.
+#pragma once
+
+#include "dtsim/gui/app.hpp"
+
+#include <QMainWindow>
+
+class QTabWidget;
+class QMenu;
+
+namespace dtsim::gui {
+
+class CompareView;
+class TimelinePane;
+class WhatIfPanel;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+
+public:
+    explicit MainWindow(const GuiOptions& options, QWidget* parent = nullptr);
+
+    // Shows the tab of that view ("timeline", "whatif", "compare"); false when there is none.
+    bool show_view(const QString& view);
+    TimelinePane* timeline() const { return timeline_; }
+    WhatIfPanel* what_if() const { return what_if_; }
+    CompareView* compare() const { return compare_; }
+
+    // Opens trace files in the timeline tab (and compares, when two traces are open).
+    void open_files(const QStringList& paths);
+    void save_state() const;
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void build_menus();
+    void refresh_recent_menu();
+
+    const GuiOptions& options_;
+    QTabWidget* tabs_ = nullptr;
+    TimelinePane* timeline_ = nullptr;
+    WhatIfPanel* what_if_ = nullptr;
+    CompareView* compare_ = nullptr;
+    QMenu* recent_ = nullptr;
+};
+
+}  // namespace dtsim::gui

@@ -1,0 +1,107 @@
+// The live what-if: a knob change re-simulates and the labels say what it did.
+#include "dtsim/gui/compare.hpp"
+#include "dtsim/gui/compare_view.hpp"
+#include "dtsim/gui/timeline_pane.hpp"
+#include "dtsim/gui/timeline_view.hpp"
+#include "dtsim/gui/what_if.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "gui_test_support.hpp"
+
+#include <QComboBox>
+#include <QSignalSpy>
+#include <QTableWidget>
+
+#include <catch2/catch.hpp>
+
+using namespace dtsim;
+using traces::SpanKind;
+
+namespace {
+
+sim::Config gpt2_ddp() {
+    sim::Config c;
+    c.model = "gpt2";
+    c.strategy = "ddp";
+    c.topology = {2, 8};
+    c.micro_batch = 4;
+    c.precision = sim::Precision::bf16_mixed;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("changing a knob re-simulates and the step-time label changes", "[gui]") {
+    test::gui_app();
+    gui::WhatIfPanel panel(gpt2_ddp(), calib::load_hardware("h100-sxm"));
+    panel.resize(1400, 700);
+    REQUIRE(panel.outcome().valid);
+    REQUIRE(panel.outcome().fits);
+    const QString before = panel.step_time_text();
+    const double step_before = panel.outcome().step_time_s;
+    CHECK(panel.status_text().startsWith(QStringLiteral("Fits")));
+
+    QSignalSpy simulated(&panel, &gui::WhatIfPanel::simulated);
+    REQUIRE(panel.set_control(QStringLiteral("micro_batch"), QStringLiteral("16")));
+    CHECK(simulated.count() == 1);
+    CHECK(panel.config().micro_batch == 16);
+    CHECK(panel.outcome().step_time_s > step_before);
+    CHECK(panel.step_time_text() != before);
+    CHECK(panel.step_time_text().contains(QStringLiteral("was")));
+
+    SECTION("a strategy knob by its torch name") {
+        const double step = panel.outcome().step_time_s;
+        REQUIRE(panel.set_control(QStringLiteral("bucket_cap_mb"), QStringLiteral("200")));
+        CHECK(panel.config().knobs.back() == std::pair<std::string, std::string>{"bucket_cap_mb", "200"});
+        CHECK(panel.outcome().step_time_s != step);
+    }
+    SECTION("switching strategy offers its knobs") {
+        REQUIRE(panel.set_control(QStringLiteral("strategy"), QStringLiteral("fsdp")));
+        CHECK(panel.config().strategy == "fsdp");
+        CHECK(panel.set_control(QStringLiteral("sharding_strategy"), QStringLiteral("SHARD_GRAD_OP")));
+        CHECK_FALSE(panel.set_control(QStringLiteral("bucket_cap_mb"), QStringLiteral("50")));
+        CHECK(panel.outcome().valid);
+    }
+    SECTION("a configuration that does not fit is a clear state, not an error") {
+        REQUIRE(panel.set_control(QStringLiteral("micro_batch"), QStringLiteral("512")));
+        CHECK(panel.outcome().valid);
+        CHECK_FALSE(panel.outcome().fits);
+        CHECK(panel.status_text().startsWith(QStringLiteral("Does not fit: needs")));
+        CHECK(panel.status_text().contains(QStringLiteral("over by")));
+    }
+}
+
+TEST_CASE("compare matches spans by rank, track, name and order and reports the error per kind", "[gui]") {
+    test::gui_app();
+    const auto make = [](double scale_compute, double scale_comm, bool extra) {
+        test::ModelBuilder b;
+        b.rank(0);
+        const auto c = b.track(0, "compute"), n = b.track(0, "comm");
+        for (int i = 0; i < 4; ++i)
+            b.span(c, "gemm", SpanKind::compute, i * 1000, static_cast<std::int64_t>(800 * scale_compute));
+        b.span(n, "allreduce", SpanKind::communication, 500, static_cast<std::int64_t>(2000 * scale_comm));
+        if (extra) b.span(n, "barrier", SpanKind::communication, 4000, 10);
+        return std::make_shared<gui::TimelineIndex>(b.build());
+    };
+    const auto predicted = make(1.0, 1.0, false);
+    const auto measured = make(1.25, 0.5, true);
+    const gui::Comparison c = gui::compare_traces(predicted->model(), measured->model());
+    CHECK(c.matches.size() == 5);
+    CHECK(c.unmatched_predicted == 0);
+    CHECK(c.unmatched_measured == 1);
+    REQUIRE(c.kinds.size() == 2);
+    CHECK(c.kinds[0].kind == SpanKind::compute);
+    CHECK(c.kinds[0].matched == 4);
+    CHECK(c.kinds[0].total_error == Approx(0.25));
+    CHECK(c.kinds[1].total_error == Approx(-0.5));
+
+    gui::CompareView view;
+    view.resize(1200, 800);
+    view.set_traces(predicted, measured, QStringLiteral("p"), QStringLiteral("m"));
+    CHECK(view.summary()->rowCount() == 2);
+    CHECK(view.summary()->item(0, 4)->text() == QStringLiteral("+25.0 %"));
+    // Zooming one view moves the other: one time axis.
+    view.predicted_view()->zoom_at(2, 100);
+    CHECK(view.measured_view()->ns_per_px() == Approx(view.predicted_view()->ns_per_px()));
+    CHECK(gui::error_color(0.0) != gui::error_color(0.5));
+    CHECK(gui::error_color(-0.5).blue() > gui::error_color(-0.5).red());
+}
