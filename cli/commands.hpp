@@ -15,5 +15,6 @@ void add_validate_command(CLI::App& app);
 void add_sweep_command(CLI::App&);
 void add_advise_command(CLI::App&);
 void add_scale_command(CLI::App&);
+void add_import_command(CLI::App&);
 
 }  // namespace dtsim::cli

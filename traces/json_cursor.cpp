@@ -139,6 +139,8 @@ std::size_t ByteSource::read(char* dst, std::size_t n) {
         if (got < 0) {
             int code = 0;
             const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
+            if (code == Z_BUF_ERROR)
+                throw ParseError(path_, "", "the gzip stream is truncated (the file was cut short)");
             throw ParseError(path_, "", fmt::format("corrupt gzip data: {}", msg != nullptr ? msg : "unknown error"));
         }
         if (got == 0) {
@@ -167,11 +169,11 @@ std::uint64_t ByteSource::consumed_file_bytes() const {
 // ---- JsonPath ------------------------------------------------------------
 
 std::string JsonPath::render() const {
-    std::string out = "/";
-    if (!section.empty()) out += section;
+    std::string out;
+    if (!section.empty()) out += fmt::format("/{}", section);
     if (element >= 0) out += fmt::format("/{}", element);
-    if (key != nullptr && !key->empty()) out += "/" + *key;
-    return out;
+    if (key != nullptr && !key->empty()) out += fmt::format("/{}", *key);
+    return out.empty() ? std::string("/") : out;
 }
 
 // ---- JsonCursor ----------------------------------------------------------

@@ -322,11 +322,13 @@ void Reader::read_events(JsonCursor& c, int depth) {
     c.advance();  // '['
     bool first = true;
     std::int64_t index = 0;
+    // The path keeps naming the last event read, so that an error between
+    // events points at the one before it.
     while (c.next_element(first, "an event")) {
         c.path.element = index++;
         read_event(c, depth + 1);
-        c.path.element = -1;
     }
+    c.path.element = -1;
 }
 
 void Reader::read_text_or_number(JsonCursor& c, std::string& out, std::string_view what) {
@@ -860,8 +862,13 @@ void Reader::bind_flow_ends() {
 
 void Reader::resolve_flows() {
     bind_flow_ends();
-    std::sort(flow_ends_.begin(), flow_ends_.end(), [](const FlowEnd& a, const FlowEnd& b) {
+    // Within one id, in time order (events need not be sorted in the file):
+    // at one time a start goes before a step before an end, then file order.
+    const auto phase_rank = [](char ph) { return ph == 's' ? 0 : ph == 't' ? 1 : 2; };
+    std::sort(flow_ends_.begin(), flow_ends_.end(), [&](const FlowEnd& a, const FlowEnd& b) {
         if (a.key != b.key) return a.key < b.key;
+        if (a.time_ns != b.time_ns) return a.time_ns < b.time_ns;
+        if (a.phase != b.phase) return phase_rank(a.phase) < phase_rank(b.phase);
         return a.seq < b.seq;
     });
     std::vector<std::pair<std::uint32_t, Flow>> flows;  // by seq of the start, for file order
@@ -920,9 +927,9 @@ void Reader::finish() {
     order_ranks();
     sort_spans(m_);
     resolve_flows();
-    std::stable_sort(m_.counters.begin(), m_.counters.end(), [](const Counter& a, const Counter& b) {
+    std::stable_sort(m_.counters.begin(), m_.counters.end(), [&](const Counter& a, const Counter& b) {
         if (a.rank != b.rank) return a.rank < b.rank;
-        if (a.name != b.name) return a.name < b.name;
+        if (a.name != b.name) return m_.str(a.name) < m_.str(b.name);
         return a.time_ns < b.time_ns;
     });
 }
