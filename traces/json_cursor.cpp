@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -128,37 +130,68 @@ ByteSource::ByteSource(const std::string& path) : path_(path) {
 }
 
 ByteSource::~ByteSource() {
+    if (map_ != nullptr) ::munmap(map_, map_bytes_);
     if (file_ != nullptr) std::fclose(file_);
     if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
 }
 
-std::size_t ByteSource::read(char* dst, std::size_t n) {
+std::string_view ByteSource::next(std::size_t chunk_bytes) {
     if (gz_ != nullptr) {
-        const auto cap = static_cast<unsigned>(std::min<std::size_t>(n, std::numeric_limits<int>::max() / 2));
-        const int got = gzread(static_cast<gzFile>(gz_), dst, cap);
-        if (got < 0) {
-            int code = 0;
-            const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
-            if (code == Z_BUF_ERROR)
-                throw ParseError(path_, "", "the gzip stream is truncated (the file was cut short)");
+        buf_.resize(chunk_bytes);
+        const auto cap = static_cast<unsigned>(std::min<std::size_t>(chunk_bytes, std::numeric_limits<int>::max() / 2));
+        const int got = gzread(static_cast<gzFile>(gz_), buf_.data(), cap);
+        int code = Z_OK;
+        const char* msg = gzerror(static_cast<gzFile>(gz_), &code);
+        // zlib reports a stream cut short as Z_BUF_ERROR ("unexpected end of file").
+        if (code == Z_BUF_ERROR) throw ParseError(path_, "", "the gzip stream is truncated (the file was cut short)");
+        if (got < 0 || (code != Z_OK && code != Z_STREAM_END))
             throw ParseError(path_, "", fmt::format("corrupt gzip data: {}", msg != nullptr ? msg : "unknown error"));
-        }
-        if (got == 0) {
-            // zlib reports a stream cut short as a plain end of file unless asked.
-            int code = 0;
-            gzerror(static_cast<gzFile>(gz_), &code);
-            if (code != Z_OK && code != Z_BUF_ERROR)
-                throw ParseError(path_, "", "corrupt gzip data");
-            if (code == Z_BUF_ERROR)
-                throw ParseError(path_, "", "the gzip stream is truncated (the file was cut short)");
-        }
-        return static_cast<std::size_t>(got);
+        return {buf_.data(), static_cast<std::size_t>(got)};
     }
-    const std::size_t got = std::fread(dst, 1, n, file_);
-    if (got < n && std::ferror(file_) != 0)
+    if (map_ != nullptr) {
+        ::munmap(map_, map_bytes_);
+        map_ = nullptr;
+    }
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    if (chunk_bytes >= (std::size_t{64} << 10) && plain_consumed_bytes_ % page == 0) {
+        if (plain_consumed_bytes_ >= file_size_bytes_) return {};
+        const std::size_t window = (chunk_bytes + page - 1) / page * page;
+        map_bytes_ = static_cast<std::size_t>(std::min<std::uint64_t>(window, file_size_bytes_ - plain_consumed_bytes_));
+        void* m = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, ::fileno(file_),
+                         static_cast<off_t>(plain_consumed_bytes_));
+        if (m != MAP_FAILED) {
+            map_ = m;
+            plain_consumed_bytes_ += map_bytes_;
+            return {static_cast<const char*>(m), map_bytes_};
+        }
+        // Not mappable (a pipe, /proc): read it instead.
+    }
+    buf_.resize(chunk_bytes);
+    if (std::fseek(file_, static_cast<long>(plain_consumed_bytes_), SEEK_SET) != 0 && plain_consumed_bytes_ > 0)
+        throw ParseError(path_, "", fmt::format("read error: {}", std::strerror(errno)));
+    const std::size_t got = std::fread(buf_.data(), 1, chunk_bytes, file_);
+    if (got < chunk_bytes && std::ferror(file_) != 0)
         throw ParseError(path_, "", fmt::format("read error: {}", std::strerror(errno)));
     plain_consumed_bytes_ += got;
-    return got;
+    return {buf_.data(), got};
+}
+
+std::uint64_t line_of_offset(const std::string& path, std::uint64_t offset) {
+    try {
+        ByteSource again(path);
+        std::uint64_t line = 1, seen = 0;
+        for (;;) {
+            const std::string_view chunk = again.next(std::size_t{1} << 20);
+            if (chunk.empty()) break;
+            const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), offset - seen));
+            line += static_cast<std::uint64_t>(std::count(chunk.data(), chunk.data() + take, '\n'));
+            seen += take;
+            if (seen >= offset) break;
+        }
+        return line;
+    } catch (const ParseError&) {
+        return 0;  // the file changed or cannot be read again: no line
+    }
 }
 
 std::uint64_t ByteSource::consumed_file_bytes() const {
@@ -180,26 +213,18 @@ std::string JsonPath::render() const {
 
 JsonCursor::JsonCursor(ByteSource& source, std::size_t chunk_bytes,
                        std::function<void(std::uint64_t, std::uint64_t)> progress)
-    : source_(source), buf_(std::max<std::size_t>(chunk_bytes, 16)), progress_(std::move(progress)) {
-    p_ = buf_.data();
-    end_ = buf_.data();
-}
+    : source_(source), chunk_bytes_(std::max<std::size_t>(chunk_bytes, 16)), progress_(std::move(progress)) {}
 
 bool JsonCursor::fill() {
-    // Only called once the chunk is used up, so its newlines are all behind us.
-    lines_before_chunk_ += static_cast<std::uint64_t>(std::count(static_cast<const char*>(buf_.data()), end_, '\n'));
-    chunk_offset_bytes_ += static_cast<std::uint64_t>(end_ - buf_.data());
-    const std::size_t n = source_.read(buf_.data(), buf_.size());
-    p_ = buf_.data();
-    end_ = buf_.data() + n;
+    chunk_offset_bytes_ += static_cast<std::uint64_t>(end_ - chunk_begin_);
+    const std::string_view chunk = source_.next(chunk_bytes_);
+    chunk_begin_ = p_ = chunk.data();
+    end_ = chunk.data() + chunk.size();
     if (progress_) progress_(source_.consumed_file_bytes(), source_.file_size_bytes());
-    return n > 0;
+    return !chunk.empty();
 }
 
-std::uint64_t JsonCursor::line() const {
-    return lines_before_chunk_ + static_cast<std::uint64_t>(std::count(static_cast<const char*>(buf_.data()), p_, '\n')) +
-           1;
-}
+std::uint64_t JsonCursor::line() const { return line_of_offset(source_.path(), offset_bytes()); }
 
 void JsonCursor::fail(std::string_view message) const {
     throw ParseError(source_.path(), path.render(),
@@ -353,7 +378,7 @@ void JsonCursor::read_utf8(std::string* out) {
     for (int i = 1; i <= extra; ++i) {
         const int c = next_raw();
         if (c < 0x80 || c > 0xBF) {
-            if (c >= 0) --p_;
+            if (c >= 0 && p_ > chunk_begin_) --p_;
             fail("invalid UTF-8 sequence inside a string: the trace must be UTF-8 text");
         }
         bytes[i] = static_cast<char>(c);
@@ -396,6 +421,12 @@ void JsonCursor::read_number(std::string& out) {
 void JsonCursor::skip_number() {
     const char* p = p_;
     const char* const end = end_;
+    // Plain integers (most numbers in a trace) need no second look.
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    if (p < end && !number_char(*p) && p > p_ && (*p_ != '0' || p == p_ + 1)) {
+        p_ = p;
+        return;
+    }
     while (p < end && number_char(*p)) ++p;
     if (p < end && p > p_) {
         if (!valid_json_number(std::string_view(p_, static_cast<std::size_t>(p - p_)))) {
