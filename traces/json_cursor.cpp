@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -32,6 +33,8 @@ constexpr std::array<bool, 256> kPlain = make_plain_table();
 // time: a word has none when no byte is '"', '\\', below 0x20 or above 0x7f.
 // Strings are most of a trace's bytes; a byte-at-a-time loop was the largest
 // single cost of reading.
+static_assert(std::endian::native == std::endian::little, "skip_plain reads words little-endian");
+
 inline const char* skip_plain(const char* p, const char* end) {
     constexpr std::uint64_t ones = 0x0101010101010101ULL;
     constexpr std::uint64_t highs = 0x8080808080808080ULL;
@@ -40,8 +43,11 @@ inline const char* skip_plain(const char* p, const char* end) {
         std::memcpy(&w, p, 8);
         const std::uint64_t quote = w ^ (ones * '"');
         const std::uint64_t slash = w ^ (ones * '\\');
-        const std::uint64_t special = ((quote - ones) & ~quote) | ((slash - ones) & ~slash) | (w - ones * 0x20) | w;
-        if ((special & highs) != 0) break;
+        const std::uint64_t special =
+            (((quote - ones) & ~quote) | ((slash - ones) & ~slash) | (w - ones * 0x20) | w) & highs;
+        // False positives only occur above a true one (borrows run upwards), so
+        // the lowest flagged byte is the first special one (little-endian).
+        if (special != 0) return p + (std::countr_zero(special) >> 3);
         p += 8;
     }
     while (p < end && kPlain[static_cast<unsigned char>(*p)]) ++p;
@@ -66,6 +72,8 @@ void append_utf8(std::string* out, std::uint32_t cp) {
         out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
     }
 }
+
+}  // namespace
 
 bool valid_json_number(std::string_view t) {
     // Most numbers in a trace are plain integers.
@@ -96,6 +104,8 @@ bool valid_json_number(std::string_view t) {
     }
     return i == t.size();
 }
+
+namespace {
 
 std::string describe_byte(int c) {
     if (c < 0) return "the end of the file";
@@ -395,9 +405,15 @@ inline bool number_char(char c) {
 }
 }  // namespace
 
-void JsonCursor::read_number(std::string& out) {
+void JsonCursor::read_number(std::string& out, bool validate) {
     const char* p = p_;
     const char* const end = end_;
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    if (p < end && !number_char(*p) && p > p_ && (*p_ != '0' || p == p_ + 1)) {
+        out.assign(p_, p);  // a plain integer, valid as it stands
+        p_ = p;
+        return;
+    }
     while (p < end && number_char(*p)) ++p;
     if (p < end) {
         // The whole number is inside this chunk: one copy.
@@ -415,7 +431,7 @@ void JsonCursor::read_number(std::string& out) {
         }
     }
     if (out.empty()) fail_expected("a number");
-    if (!valid_json_number(out)) fail(fmt::format("'{}' is not a valid JSON number", out));
+    if (validate && !valid_json_number(out)) fail(fmt::format("'{}' is not a valid JSON number", out));
 }
 
 void JsonCursor::skip_number() {
@@ -470,7 +486,19 @@ bool JsonCursor::next_member(std::string& key, bool& first) {
     }
     if (c != '"') fail_expected("a member name in double quotes");
     ++p_;
-    read_string(key);
+    // Member names are short and plain: find the quote and the colon in
+    // place, and fall back to the general string reader otherwise.
+    const char* q = skip_plain(p_, end_);
+    if (q + 1 < end_ && *q == '"') {
+        key.assign(p_, q);
+        p_ = q + 1;
+        if (*p_ == ':') {
+            ++p_;
+            return true;
+        }
+    } else {
+        read_string(key);
+    }
     expect(':', "':' after a member name");
     return true;
 }
@@ -624,7 +652,8 @@ void JsonCursor::capture_value(std::string& out, int depth) {
 // ---- exact microseconds -> nanoseconds ------------------------------------
 
 bool parse_us_to_ns(std::string_view t, std::int64_t& ns) {
-    if (!valid_json_number(t)) return false;
+    // The JSON number grammar is checked on the way (no separate pass).
+    if (t.empty()) return false;
     std::size_t i = 0;
     const bool negative = t[0] == '-';
     if (negative) ++i;
@@ -644,17 +673,25 @@ bool parse_us_to_ns(std::string_view t, std::int64_t& ns) {
             if (!fractional) ++point_shift;
         }
     };
+    const std::size_t int_begin = i;
     for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) take(t[i], false);
-    if (i < t.size() && t[i] == '.')
-        for (++i; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) take(t[i], true);
+    if (i == int_begin || (t[int_begin] == '0' && i > int_begin + 1)) return false;  // no digit, or a leading zero
+    if (i < t.size() && t[i] == '.') {
+        const std::size_t frac_begin = ++i;
+        for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) take(t[i], true);
+        if (i == frac_begin) return false;
+    }
     int exponent = 0;
     if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
         ++i;
         bool exp_negative = false;
-        if (t[i] == '+' || t[i] == '-') exp_negative = t[i++] == '-';
-        for (; i < t.size(); ++i) exponent = std::min(exponent * 10 + (t[i] - '0'), 100000);
+        if (i < t.size() && (t[i] == '+' || t[i] == '-')) exp_negative = t[i++] == '-';
+        const std::size_t exp_begin = i;
+        for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) exponent = std::min(exponent * 10 + (t[i] - '0'), 100000);
+        if (i == exp_begin) return false;
         if (exp_negative) exponent = -exponent;
     }
+    if (i != t.size()) return false;
     // µs -> ns is a further factor of 1000.
     int shift = point_shift + exponent + 3;
     std::uint64_t value = mantissa;

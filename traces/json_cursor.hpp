@@ -80,13 +80,14 @@ public:
             const char* p = p_;
             const char* const end = end_;
             while (p < end) {
-                const char c = *p;
-                if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+                const auto c = static_cast<unsigned char>(*p);
+                // One comparison for most bytes: JSON's whitespace is all <= ' '.
+                if (c <= ' ' && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
                     ++p;
                     continue;
                 }
                 p_ = p;
-                return static_cast<unsigned char>(c);
+                return c;
             }
             p_ = p;
             if (!fill()) return -1;
@@ -104,8 +105,9 @@ public:
     void read_string(std::string& out);
     // After the opening quote: the string skipped, checked.
     void skip_string();
-    // The number at the cursor as its JSON text (validated) into `out`.
-    void read_number(std::string& out);
+    // The number at the cursor as its JSON text into `out`, validated unless
+    // the caller validates it itself (parse_us_to_ns does).
+    void read_number(std::string& out, bool validate = true);
     // The number at the cursor, validated and skipped.
     void skip_number();
     // true / false / null at the cursor; returns which word.
@@ -156,5 +158,8 @@ private:
 // digits round to the nearest ns (half away from zero); exponents allowed.
 // Returns false when the text is not a number or does not fit in int64 ns.
 bool parse_us_to_ns(std::string_view text, std::int64_t& ns);
+
+// RFC 8259's number grammar.
+bool valid_json_number(std::string_view text);
 
 }  // namespace dtsim::traces::detail

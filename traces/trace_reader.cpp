@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <unordered_map>
 
@@ -103,6 +105,12 @@ struct FileState {
     bool has_distributed_rank = false;
 };
 
+// A key against a literal: a size test and a memcmp of constant size, inlined.
+template <std::size_t N>
+bool is(const std::string& key, const char (&literal)[N]) {
+    return key.size() == N - 1 && std::memcmp(key.data(), literal, N - 1) == 0;
+}
+
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
     return h;
@@ -131,6 +139,7 @@ private:
     void finish_file();
 
     std::int32_t track_of(const std::string& pid, const std::string& tid);
+    std::int32_t track_of_slow(const std::string& pid, const std::string& tid);
     std::int32_t process_of(const std::string& pid);
     const KeyInfo& key_info(const std::string& key);
     const KeyInfo& key_info_slow(const std::string& key);
@@ -151,6 +160,12 @@ private:
     std::unordered_map<std::string, KeyInfo> kept_;
     std::unordered_map<std::string, KeyInfo> seen_keys_;
     std::vector<KeyCacheEntry> key_cache_ = std::vector<KeyCacheEntry>(256);
+    struct TrackCacheEntry {
+        std::string pid, tid;
+        std::int32_t track = -1;  // -1: empty
+    };
+    std::array<TrackCacheEntry, 4> track_cache_;
+    std::size_t track_cache_next_ = 0;
     std::uint64_t progress_base_bytes_ = 0;
 
     // Scratch for the event being read; capacities are kept between events.
@@ -168,6 +183,7 @@ private:
 
 void Reader::read_file(const std::string& path, std::int32_t file_index) {
     f_ = FileState{};
+    track_cache_ = {};  // tracks are per file
     f_.path = path;
     f_.file_index = file_index;
     f_.first_track = static_cast<std::int32_t>(m_.tracks.size());
@@ -346,10 +362,12 @@ void Reader::read_text_or_number(JsonCursor& c, std::string& out, std::string_vi
 std::int64_t Reader::read_us(JsonCursor& c, std::string_view what) {
     const int v = c.peek();
     if (v != '-' && (v < '0' || v > '9')) c.fail_type(what);
-    c.read_number(num_);
+    c.read_number(num_, /*validate=*/false);
     std::int64_t ns = 0;
-    if (!detail::parse_us_to_ns(num_, ns))
+    if (!detail::parse_us_to_ns(num_, ns)) {
+        if (!detail::valid_json_number(num_)) c.fail(fmt::format("'{}' is not a valid JSON number", num_));
         c.fail(fmt::format("{} µs does not fit in 64-bit nanoseconds", num_));
+    }
     return ns;
 }
 
@@ -369,23 +387,23 @@ void Reader::read_event(JsonCursor& c, int depth) {
         const std::string& k = key_;
         switch (k.size()) {
             case 2:
-                if (k == "ph") {
+                if (is(k, "ph")) {
                     if (c.peek() != '"') c.fail_type("a string for ph (the event's phase)");
                     c.advance();
                     c.read_string(ph_);
                     break;
                 }
-                if (k == "ts") {
+                if (is(k, "ts")) {
                     ts_ns_ = read_us(c, "a number of microseconds for ts");
                     has_ts_ = true;
                     break;
                 }
-                if (k == "id") {
+                if (is(k, "id")) {
                     read_text_or_number(c, id_, "a number or string for id");
                     has_id_ = true;
                     break;
                 }
-                if (k == "bp") {
+                if (is(k, "bp")) {
                     if (c.peek() != '"') c.fail_type("a string for bp");
                     c.advance();
                     c.read_string(bp_);
@@ -394,24 +412,24 @@ void Reader::read_event(JsonCursor& c, int depth) {
                 c.skip_value(depth);
                 break;
             case 3:
-                if (k == "pid") {
+                if (is(k, "pid")) {
                     read_text_or_number(c, pid_, "a number or string for pid");
                     has_pid_ = true;
                     break;
                 }
-                if (k == "tid") {
+                if (is(k, "tid")) {
                     read_text_or_number(c, tid_, "a number or string for tid");
                     has_tid_ = true;
                     break;
                 }
-                if (k == "cat") {
+                if (is(k, "cat")) {
                     if (c.peek() != '"') c.fail_type("a string for cat");
                     c.advance();
                     c.read_string(cat_);
                     has_cat_ = true;
                     break;
                 }
-                if (k == "dur") {
+                if (is(k, "dur")) {
                     dur_ns_ = read_us(c, "a number of microseconds for dur");
                     if (dur_ns_ < 0) c.fail("dur is negative");
                     has_dur_ = true;
@@ -420,19 +438,19 @@ void Reader::read_event(JsonCursor& c, int depth) {
                 c.skip_value(depth);
                 break;
             case 4:
-                if (k == "name") {
+                if (is(k, "name")) {
                     read_text_or_number(c, name_, "a string for name");
                     has_name_ = true;
                     break;
                 }
-                if (k == "args") {
+                if (is(k, "args")) {
                     read_args(c, depth + 1);
                     break;
                 }
                 c.skip_value(depth);
                 break;
             case 1:
-                if (k == "s") {
+                if (is(k, "s")) {
                     if (c.peek() != '"') c.fail_type("a string for s (the instant's scope)");
                     c.advance();
                     c.read_string(scope_);
@@ -483,7 +501,7 @@ void Reader::read_args(JsonCursor& c, int depth) {
     bool first = true;
     while (c.next_member(key_, first)) {
         const KeyInfo& info = key_info(key_);
-        const bool wanted = info.keep || key_ == "name" || key_ == "sort_index";
+        const bool wanted = info.keep || is(key_, "name") || is(key_, "sort_index");
         const int t = c.peek();
         const bool number = t == '-' || (t >= '0' && t <= '9');
         // Numbers are counter values in a 'C' event (or one whose ph comes later).
@@ -523,6 +541,19 @@ std::int32_t Reader::process_of(const std::string& pid) {
 }
 
 std::int32_t Reader::track_of(const std::string& pid, const std::string& tid) {
+    // Kineto alternates between a CPU thread and a GPU stream: two recent tracks answer most lookups.
+    for (TrackCacheEntry& e : track_cache_)
+        if (e.track >= 0 && e.pid == pid && e.tid == tid) return e.track;
+    const std::int32_t track = track_of_slow(pid, tid);
+    TrackCacheEntry& victim = track_cache_[track_cache_next_];
+    track_cache_next_ = (track_cache_next_ + 1) % track_cache_.size();
+    victim.pid = pid;
+    victim.tid = tid;
+    victim.track = track;
+    return track;
+}
+
+std::int32_t Reader::track_of_slow(const std::string& pid, const std::string& tid) {
     num_.assign(pid);
     num_.push_back('\x1f');
     num_.append(tid);
