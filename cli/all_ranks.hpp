@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 namespace dtsim::cli {
 
@@ -18,6 +19,7 @@ void on_all_ranks(Body&& body) {
     try {
         body();
     } catch (const std::exception& e) {
+        const bool oom = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
         int initialized = 0, size = 1, rank = 0;
         MPI_Initialized(&initialized);
         if (initialized) {
@@ -25,7 +27,7 @@ void on_all_ranks(Body&& body) {
             MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         }
         if (size > 1) {
-            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, e.what());
+            fmt::print(stderr, "dtsim: error on rank {}: {}\n", rank, oom ? "out of memory (std::bad_alloc)" : e.what());
             std::fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }

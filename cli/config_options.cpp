@@ -89,7 +89,13 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     c.strategy = o.strategy;
     c.topology = {o.nodes, o.gpus_per_node};
     c.micro_batch = o.micro_batch;
-    c.seq_len = o.seq_len;
+    if (o.seq_len) {
+        // Given explicitly, 0 is an error like any value < 1, not "the model's default".
+        if (*o.seq_len < 1)
+            throw ConfigError(fmt::format("--seq-len must be >= 1 (got {}); omit it for the model's context length",
+                                          *o.seq_len));
+        c.seq_len = *o.seq_len;
+    }
     c.grad_accum = o.grad_accum;
     c.precision = sim::precision_from_string(o.precision);
     c.optimizer = sim::optimizer_from_string(o.optimizer);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ struct SimulateOptions {
     int gpus_per_node = 8;
     std::string strategy = "ddp";
     std::int64_t micro_batch = 1;
-    std::int64_t seq_len = 0;
+    std::optional<std::int64_t> seq_len;  // unset: the model's context length
     int grad_accum = 1;
     std::string precision = "fp32";
     std::string optimizer = "adam";

@@ -29,6 +29,7 @@ struct ExecuteOptions {
     std::string backend = "cpu";
     double learning_rate = 1e-2;
     double fault_timeout_s = 30;
+    std::string io_dir;
 };
 
 // Real training where the executor can (MLPs in fp32 under DDP, FSDP, ZeRO
@@ -69,6 +70,7 @@ void run_execute(const ExecuteOptions& o) {
         options.mode = choose_mode(o.mode, o.backend, config);
         options.learning_rate = o.learning_rate;
         options.fault_timeout_s = o.fault_timeout_s;
+        options.scratch_dir = o.io_dir;
         if (!o.config.trace.empty())
             options.write_partial_trace = [&o](const sim::Timeline& t) {
                 traces::write_chrome_trace(t, o.config.trace);
@@ -134,6 +136,10 @@ void add_execute_command(CLI::App& app) {
                     "writes the completed steps to --trace (CPU backend)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    cmd->add_option("--io-dir", o->io_dir,
+                    "directory for the NVMe-offload file I/O tasks' files (default: the system temp directory); "
+                    "put it on the disk offload would use")
+        ->check(CLI::ExistingDirectory);
     cmd->footer(
         "Examples:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
         "--trace measured.json\n"

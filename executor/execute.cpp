@@ -28,6 +28,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -305,12 +306,15 @@ private:
     // DTSIM_FAULT_INJECT (tests only): this rank exits, dies or hangs at the start of a step.
     void inject(int step) const {
         if (inject_.kind == FaultInjection::Kind::none || inject_.rank != rank_ || inject_.step != step) return;
-        static constexpr const char* kinds[] = {"none", "exit", "kill", "hang"};
+        static constexpr const char* kinds[] = {"none", "exit", "kill", "hang", "stop", "throw"};
         std::fprintf(stderr, "dtsim: fault injection (DTSIM_FAULT_INJECT): rank %d: %s at step %d\n", rank_,
                      kinds[static_cast<int>(inject_.kind)], step);
         std::fflush(stderr);
         if (inject_.kind == FaultInjection::Kind::exit) std::_Exit(3);
         if (inject_.kind == FaultInjection::Kind::kill) std::raise(SIGKILL);
+        if (inject_.kind == FaultInjection::Kind::stop) std::raise(SIGSTOP);
+        if (inject_.kind == FaultInjection::Kind::throw_)
+            throw std::runtime_error(fmt::format("injected task failure (DTSIM_FAULT_INJECT) at step {}", step));
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
 
@@ -393,7 +397,17 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
     r.world_size = world;
     r.steps = options.steps;
     {
-        Runner runner(plan, workload, config, options, rank, world, inject);
+        // A rank that cannot allocate its parameters, gradients and scratch says so
+        // (cli::on_all_ranks names the rank and stops the others).
+        std::unique_ptr<Runner> owned;
+        try {
+            owned = std::make_unique<Runner>(plan, workload, config, options, rank, world, inject);
+        } catch (const std::bad_alloc&) {
+            throw Error(fmt::format("out of memory while allocating this rank's buffers for {} ({}): its parameters, "
+                                    "gradients, optimizer state and scratch do not fit in the memory it may use",
+                                    config.model, config.strategy));
+        }
+        Runner& runner = *owned;
         std::optional<Watchdog> watchdog;
         if (options.fault_timeout_s > 0) {
             Watchdog::Hooks hooks;

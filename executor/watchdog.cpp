@@ -76,7 +76,7 @@ FaultInjection fault_injection_from_env() {
         rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
         const auto eq = item.find('=');
         if (eq == std::string_view::npos)
-            throw ConfigError(fmt::format("DTSIM_FAULT_INJECT='{}': expected rank=R,step=S,kind=exit|kill|hang.", all));
+            throw ConfigError(fmt::format("DTSIM_FAULT_INJECT='{}': expected rank=R,step=S,kind=exit|kill|hang|stop|throw.", all));
         const auto key = item.substr(0, eq), value = item.substr(eq + 1);
         if (key == "rank")
             f.rank = parse_int(value, key, all);
@@ -89,14 +89,18 @@ FaultInjection fault_injection_from_env() {
                 f.kind = FaultInjection::Kind::kill;
             else if (value == "hang")
                 f.kind = FaultInjection::Kind::hang;
+            else if (value == "stop")
+                f.kind = FaultInjection::Kind::stop;
+            else if (value == "throw")
+                f.kind = FaultInjection::Kind::throw_;
             else
-                throw ConfigError(
-                    fmt::format("DTSIM_FAULT_INJECT='{}': kind must be exit, kill or hang, not '{}'.", all, value));
+                throw ConfigError(fmt::format(
+                    "DTSIM_FAULT_INJECT='{}': kind must be exit, kill, hang, stop or throw, not '{}'.", all, value));
         } else
             throw ConfigError(fmt::format("DTSIM_FAULT_INJECT='{}': unknown key '{}'.", all, key));
     }
     if (f.kind == FaultInjection::Kind::none || f.rank < 0 || f.step < 0)
-        throw ConfigError(fmt::format("DTSIM_FAULT_INJECT='{}': expected rank=R,step=S,kind=exit|kill|hang.", all));
+        throw ConfigError(fmt::format("DTSIM_FAULT_INJECT='{}': expected rank=R,step=S,kind=exit|kill|hang|stop|throw.", all));
     return f;
 }
 

@@ -20,11 +20,14 @@
 
 namespace dtsim::executor {
 
-// DTSIM_FAULT_INJECT="rank=R,step=S,kind=exit|kill|hang": at the start of step S
-// rank R exits with status 3 (exit), dies of SIGKILL (kill), or blocks forever
-// inside its first compute task (hang). Tests only.
+// DTSIM_FAULT_INJECT="rank=R,step=S,kind=exit|kill|hang|stop|throw": at the
+// start of step S rank R exits with status 3 (exit), dies of SIGKILL (kill),
+// blocks forever inside its first compute task (hang), stops itself with
+// SIGSTOP (stop: the whole process, watchdog included, freezes), or its first
+// compute task throws (throw: the rank's other streams must give up their
+// waits through the stop flag). Tests only.
 struct FaultInjection {
-    enum class Kind : std::uint8_t { none, exit, kill, hang };
+    enum class Kind : std::uint8_t { none, exit, kill, hang, stop, throw_ };
     Kind kind = Kind::none;
     int rank = -1;
     int step = -1;

@@ -41,13 +41,29 @@ OptimizerKind optimizer_from_string(std::string_view s) {
     throw ConfigError(unknown_name_message("optimizer", s, {"adam", "sgd"}));
 }
 
+namespace {
+
+// One field's range, with the reason for its upper bound in the message.
+void check_range(std::string_view field, std::int64_t value, std::int64_t max, std::string_view why_max) {
+    if (value < 1) throw ConfigError(fmt::format("{} must be >= 1 (got {})", field, value));
+    if (value > max) throw ConfigError(fmt::format("{} must be <= {} ({}; got {})", field, max, why_max, value));
+}
+
+}  // namespace
+
 void Config::validate() const {
-    if (topology.nodes < 1) throw ConfigError(fmt::format("--nodes must be >= 1 (got {})", topology.nodes));
-    if (topology.gpus_per_node < 1)
-        throw ConfigError(fmt::format("--gpus-per-node must be >= 1 (got {})", topology.gpus_per_node));
-    if (micro_batch < 1) throw ConfigError(fmt::format("--micro-batch must be >= 1 (got {})", micro_batch));
-    if (seq_len < 0) throw ConfigError(fmt::format("--seq-len must be >= 1 (got {})", seq_len));
-    if (grad_accum < 1) throw ConfigError(fmt::format("--grad-accum must be >= 1 (got {})", grad_accum));
+    check_range("--nodes", topology.nodes, kMaxWorldSize, "more GPUs than any cluster built");
+    check_range("--gpus-per-node", topology.gpus_per_node, kMaxGpusPerNode,
+                "the largest NVLink domain, NVL576, has 576 GPUs");
+    const std::int64_t world = std::int64_t{topology.nodes} * topology.gpus_per_node;
+    if (world > kMaxWorldSize)
+        throw ConfigError(fmt::format("--nodes x --gpus-per-node must be <= {} (more GPUs than any cluster built, "
+                                      "the largest have about 100,000; got {} x {} = {})",
+                                      kMaxWorldSize, topology.nodes, topology.gpus_per_node, world));
+    check_range("--micro-batch", micro_batch, kMaxMicroBatch, "a larger micro-batch fits in no device's memory");
+    // 0 is the internal "the model's context length"; a user never gives it.
+    if (seq_len != 0) check_range("--seq-len", seq_len, kMaxSeqLen, "longer than any model's context");
+    check_range("--grad-accum", grad_accum, kMaxGradAccum, "more micro-steps than any training step runs");
 }
 
 }  // namespace dtsim::sim

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 namespace dtsim::sim {
 namespace {
@@ -31,7 +32,8 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
         if (!s.applies_when.empty()) conditions_.emplace_back(s.name, s.applies_when);
     }
     for (const auto& [name, value] : given) {
-        auto spec = std::find_if(specs.begin(), specs.end(), [&](const KnobSpec& s) { return s.name == name; });
+        // An explicit capture: clang 14 (the fuzz build) cannot capture a structured binding.
+        auto spec = std::find_if(specs.begin(), specs.end(), [&n = name](const KnobSpec& s) { return s.name == n; });
         if (spec == specs.end()) {
             std::vector<std::string> names;
             for (const auto& s : specs) names.push_back(s.name);
@@ -50,6 +52,12 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
                 if (value == "auto" && spec->default_value == "auto") break;
                 if (!parse_number(value, x))
                     throw ConfigError(fmt::format("--set {}={}: expected a number", name, value));
+                if (!std::isfinite(x))
+                    throw ConfigError(fmt::format("--set {}={}: expected a finite number", name, value));
+                if (x > spec->max_value)
+                    throw ConfigError(fmt::format("--set {}={}: must be <= {:g} (larger sizes overflow the plan's "
+                                                  "64-bit byte counts)",
+                                                  name, value, spec->max_value));
                 if (x < spec->min_value || (spec->min_exclusive && x == spec->min_value))
                     throw ConfigError(fmt::format("--set {}={}: must be {} {}", name, value,
                                                   spec->min_exclusive ? ">" : ">=", spec->min_value));

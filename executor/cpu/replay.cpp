@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -57,13 +58,18 @@ void file_io(const sim::Task& t, Scratch& s) {
         const auto n = static_cast<std::size_t>(std::min(chunk, left));
         const std::size_t done = write ? std::fwrite(s.mem.data(), 1, n, f) : std::fread(s.mem.data(), 1, n, f);
         if (done != n) {
+            const int err = errno;
             std::fclose(f);
-            throw Error(fmt::format("short {} on the executor's I/O file {}", write ? "write" : "read", s.file));
+            throw Error(fmt::format("{} failed on the executor's I/O file {}: {}", write ? "writing" : "reading",
+                                    s.file, err != 0 ? std::strerror(err) : "end of file"));
         }
         left -= static_cast<std::int64_t>(n);
     }
-    if (write) std::fflush(f);
-    std::fclose(f);
+    // A full disk often shows only when the buffered bytes reach it.
+    const bool flushed = !write || std::fflush(f) == 0;
+    const int err = errno;
+    if (std::fclose(f) != 0 || !flushed)
+        throw Error(fmt::format("writing the executor's I/O file {} failed: {}", s.file, std::strerror(err)));
 }
 
 }  // namespace
@@ -112,15 +118,24 @@ void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, 
         // Reads need a file that holds their bytes; writes overwrite it from the start.
         s.file = file;
         std::FILE* f = std::fopen(file.c_str(), "wb");
-        if (f == nullptr) throw Error(fmt::format("cannot create the executor's I/O file {}", file));
+        if (f == nullptr)
+            throw Error(fmt::format("cannot create the executor's I/O file {}: {}", file, std::strerror(errno)));
         std::vector<char> zeros(static_cast<std::size_t>(std::min(io, kIoChunkBytes)), 0);
-        for (std::int64_t left = io; left > 0;) {
+        bool ok = true;
+        for (std::int64_t left = io; left > 0 && ok;) {
             const auto n =
                 static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(zeros.size())));
-            std::fwrite(zeros.data(), 1, n, f);
+            ok = std::fwrite(zeros.data(), 1, n, f) == n;
             left -= static_cast<std::int64_t>(n);
         }
-        std::fclose(f);
+        ok = std::fflush(f) == 0 && ok;
+        const int err = errno;
+        ok = std::fclose(f) == 0 && ok;
+        if (!ok) {
+            std::remove(file.c_str());
+            throw Error(fmt::format("cannot write the executor's {:.1f} MiB I/O file {}: {}",
+                                    static_cast<double>(io) / (1 << 20), file, std::strerror(err)));
+        }
         s.file_bytes = io;
     }
 }

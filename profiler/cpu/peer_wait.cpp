@@ -18,7 +18,9 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <string_view>
 #include <thread>
 
 namespace dtsim::profiler {
@@ -102,6 +104,17 @@ BarrierWords* map_shared_page(MPI_Comm comm) {
     return static_cast<BarrierWords*>(page);  // a new segment reads as zeros
 }
 
+// DTSIM_PEER_WAIT=polled: every communicator uses the polled nonblocking
+// barrier, as ranks on several hosts do, so that tests on one host run that
+// path too. Must be set alike on every rank (mpirun -x).
+bool polled_barrier_forced() {
+    static const bool forced = [] {
+        const char* v = std::getenv("DTSIM_PEER_WAIT");
+        return v != nullptr && std::string_view(v) == "polled";
+    }();
+    return forced;
+}
+
 PeerBarrier& barrier_of(MPI_Comm comm) {
     void* value = nullptr;
     int found = 0;
@@ -109,7 +122,7 @@ PeerBarrier& barrier_of(MPI_Comm comm) {
     if (found != 0) return *static_cast<PeerBarrier*>(value);
     auto* b = new PeerBarrier;
     MPI_Comm_size(comm, &b->size);
-    if (b->size > 1) b->words = map_shared_page(comm);
+    if (b->size > 1 && !polled_barrier_forced()) b->words = map_shared_page(comm);
     MPI_Comm_set_attr(comm, barrier_keyval(), b);
     return *b;
 }

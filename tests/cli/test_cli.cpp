@@ -284,3 +284,50 @@ TEST_CASE("set help=1 lists the strategy knobs") {
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("bucket_cap_mb") && Catch::Contains("gradient_as_bucket_view"));
 }
+
+TEST_CASE("numbers a simulation cannot mean are refused with the field and the bound") {
+    struct Case {
+        const char* args;
+        const char* message;
+    };
+    const Case cases[] = {
+        {"--set bucket_cap_mb=nan", "dtsim: error: --set bucket_cap_mb=nan: expected a finite number\n"},
+        {"--set bucket_cap_mb=inf", "dtsim: error: --set bucket_cap_mb=inf: expected a finite number\n"},
+        {"--set bucket_cap_mb=1e300",
+         "dtsim: error: --set bucket_cap_mb=1e300: must be <= 1e+15 (larger sizes overflow the plan's 64-bit byte "
+         "counts)\n"},
+        {"--seq-len 0", "dtsim: error: --seq-len must be >= 1 (got 0); omit it for the model's context length\n"},
+        {"--nodes 100000000",
+         "dtsim: error: --nodes must be <= 1048576 (more GPUs than any cluster built; got 100000000)\n"},
+        {"--nodes 200000 --gpus-per-node 8",
+         "dtsim: error: --nodes x --gpus-per-node must be <= 1048576 (more GPUs than any cluster built, the largest "
+         "have about 100,000; got 200000 x 8 = 1600000)\n"},
+        {"--gpus-per-node 1000",
+         "dtsim: error: --gpus-per-node must be <= 576 (the largest NVLink domain, NVL576, has 576 GPUs; got 1000)\n"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.args);
+        Run r = run_dtsim(std::string("simulate --model gpt2 ") + c.args);
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        CHECK(r.err == c.message);
+    }
+}
+
+TEST_CASE("a sweep too large for this machine's memory is refused before it starts, with the estimate") {
+    std::string axes;
+    for (const char* knob : {"micro_batch", "grad_accum", "seq_len", "bucket_cap_mb"}) {
+        axes += " --axis ";
+        axes += knob;
+        axes += '=';
+        for (int v = 1; v <= 400; ++v) {
+            if (v > 1) axes += ',';
+            axes += std::to_string(v);
+        }
+    }
+    Run r = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8" + axes);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: this search space has up to 25600000000 configurations "
+                                        "(400 micro_batch x 400 grad_accum x 400 seq_len x 400 bucket_cap_mb)") &&
+                          Catch::Contains("but this machine has") && Catch::Contains("narrow an axis"));
+}

@@ -51,8 +51,16 @@ struct Config {
     // Strategy knobs as given with --set key=value, by their torch/DeepSpeed names.
     std::vector<std::pair<std::string, std::string>> knobs;
 
-    // Throws ConfigError naming the first invalid field (zero GPUs, micro-batch < 1, ...).
+    // Throws ConfigError naming the first invalid field (zero GPUs, micro-batch < 1,
+    // more GPUs than any cluster, ...) with the reason for its bound.
     void validate() const;
+
+    // Upper bounds, each with its reason in validate()'s message.
+    static constexpr std::int64_t kMaxWorldSize = 1 << 20;      // the largest clusters have ~100,000 GPUs
+    static constexpr std::int64_t kMaxGpusPerNode = 576;        // NVL576, the largest NVLink domain
+    static constexpr std::int64_t kMaxMicroBatch = 1 << 20;
+    static constexpr std::int64_t kMaxSeqLen = 1 << 24;         // 16M tokens
+    static constexpr std::int64_t kMaxGradAccum = 1 << 20;
 };
 
 }  // namespace dtsim::sim
