@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstdint>
 #include <random>
+
+#include <time.h>
 #include <vector>
 
 namespace {
@@ -63,6 +65,14 @@ std::shared_ptr<const TraceModel> generate(std::size_t events) {
     return model;
 }
 
+// CPU time of this thread: on a shared machine the wall clock also counts
+// the time other processes hold the core.
+double thread_cpu_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
 double percentile(std::vector<double> v, double p) {
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5))];
@@ -73,8 +83,10 @@ double percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     QApplication app(argc, argv);
-    fmt::print("| spans | index build (ms) | frames | median frame (ms) | p99 frame (ms) | max frame (ms) |\n");
-    fmt::print("|---:|---:|---:|---:|---:|---:|\n");
+    fmt::print(
+        "| spans | index build (ms) | frames | median frame, wall (ms) | p99 frame, wall (ms) | median frame, CPU (ms) "
+        "| p99 frame, CPU (ms) |\n");
+    fmt::print("|---:|---:|---:|---:|---:|---:|---:|\n");
     for (std::size_t events : {std::size_t{10'000}, std::size_t{100'000}, std::size_t{1'000'000}}) {
         const auto model = generate(events);
         const auto t_index = std::chrono::steady_clock::now();
@@ -85,10 +97,12 @@ int main(int argc, char** argv) {
         view.resize(1600, 900);
         view.set_index(index);
         QImage image(view.size(), QImage::Format_ARGB32_Premultiplied);
-        std::vector<double> frame_ms;
+        std::vector<double> frame_ms, frame_cpu_ms;
         const auto frame = [&] {
             const auto t0 = std::chrono::steady_clock::now();
+            const double cpu0 = thread_cpu_ms();
             view.render(&image);
+            frame_cpu_ms.push_back(thread_cpu_ms() - cpu0);
             frame_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
         };
         // The sequence a user makes: look at all of it, zoom into a point in
@@ -109,9 +123,9 @@ int main(int argc, char** argv) {
                 frame();
             }
         }
-        fmt::print("| {} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} |\n", events, index_ms, frame_ms.size(),
-                   percentile(frame_ms, 0.5), percentile(frame_ms, 0.99),
-                   *std::max_element(frame_ms.begin(), frame_ms.end()));
+        fmt::print("| {} | {:.1f} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", events, index_ms, frame_ms.size(),
+                   percentile(frame_ms, 0.5), percentile(frame_ms, 0.99), percentile(frame_cpu_ms, 0.5),
+                   percentile(frame_cpu_ms, 0.99));
     }
     return 0;
 }

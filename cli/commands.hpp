@@ -16,5 +16,6 @@ void add_sweep_command(CLI::App&);
 void add_advise_command(CLI::App&);
 void add_scale_command(CLI::App&);
 void add_import_command(CLI::App&);
+void add_gui_command(CLI::App&);  // gui_command.cpp, or gui_command_unavailable.cpp without Qt
 
 }  // namespace dtsim::cli

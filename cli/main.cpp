@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     dtsim::cli::add_advise_command(app);
     dtsim::cli::add_scale_command(app);
     dtsim::cli::add_import_command(app);
+    dtsim::cli::add_gui_command(app);
     try {
         app.parse(argc, argv);
         if (app.get_subcommands().empty()) {

@@ -1,17 +1,32 @@
 #include "dtsim/gui/app.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/gui/compare_view.hpp"
 #include "dtsim/gui/main_window.hpp"
 #include "dtsim/gui/style.hpp"
+#include "dtsim/gui/timeline_pane.hpp"
 #include "dtsim/gui/what_if.hpp"
 
 #include <QApplication>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QSettings>
 
 #include <fmt/format.h>
 
 namespace dtsim::gui {
+
+namespace {
+
+// Offscreen rendering needs no runtime directory or window-manager hints; Qt
+// says so on every run. Everything else passes through.
+void quiet_offscreen_notes(QtMsgType type, const QMessageLogContext& context, const QString& message) {
+    if (message.contains(QStringLiteral("XDG_RUNTIME_DIR")) || message.contains(QStringLiteral("propagateSizeHints")))
+        return;
+    qt_message_output(type, context, message);
+}
+
+}  // namespace
 
 int run_gui(const GuiOptions& options) {
     const bool offscreen = !options.screenshot.empty();
@@ -24,6 +39,7 @@ int run_gui(const GuiOptions& options) {
     if (!options.view.empty() && options.view != "timeline" && options.view != "whatif" && options.view != "compare")
         throw ConfigError(fmt::format("--view {}: expected timeline, whatif or compare", options.view));
 
+    if (offscreen) qInstallMessageHandler(quiet_offscreen_notes);
     static int argc = 1;
     static char name[] = "dtsim";
     static char* argv[] = {name, nullptr};
@@ -46,13 +62,20 @@ int run_gui(const GuiOptions& options) {
                 "the strategy shown: bucket_cap_mb, sharding_strategy, stage)",
                 key, value));
     }
+    if (!options.search.empty()) window.timeline()->search_box()->setText(QString::fromStdString(options.search));
     window.resize(options.width_px, options.height_px);
     if (!offscreen) {
         window.show();
+        QApplication::processEvents();
+        if (window.compare()) window.compare()->fit_all();
+        if (options.window_ms) window.show_window_ms(options.window_ms->first, options.window_ms->second);
         return QApplication::exec();
     }
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.show();
+    QApplication::processEvents();
+    if (window.compare()) window.compare()->fit_all();  // now that the views have their widths
+    if (options.window_ms) window.show_window_ms(options.window_ms->first, options.window_ms->second);
     QApplication::processEvents();
     const QPixmap pixels = window.grab();
     if (!pixels.save(QString::fromStdString(options.screenshot)))

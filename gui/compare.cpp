@@ -44,21 +44,28 @@ Comparison compare_traces(const TraceModel& predicted, const TraceModel& measure
     Comparison c;
     const auto p = spans_by_key(predicted);
     const auto m = spans_by_key(measured);
+    // dtsim predicts one representative rank: every measured rank is matched against it.
+    const bool representative = predicted.ranks.size() == 1;
+    const std::int32_t predicted_rank = representative ? predicted.ranks[0].rank : 0;
+    std::vector<char> predicted_matched(predicted.spans.size(), 0);
     std::int32_t matched_measured = 0;
-    for (const auto& [key, p_spans] : p) {
-        const auto it = m.find(key);
-        const std::size_t n = it == m.end() ? 0 : std::min(p_spans.size(), it->second.size());
+    for (const auto& [key, m_spans] : m) {
+        const auto& [rank, track, name] = key;
+        const auto it = p.find({representative ? predicted_rank : rank, track, name});
+        const std::size_t n = it == p.end() ? 0 : std::min(m_spans.size(), it->second.size());
         for (std::size_t k = 0; k < n; ++k) {
-            const Span& ps = predicted.spans[static_cast<std::size_t>(p_spans[k])];
-            const Span& ms = measured.spans[static_cast<std::size_t>(it->second[k])];
+            const Span& ps = predicted.spans[static_cast<std::size_t>(it->second[k])];
+            const Span& ms = measured.spans[static_cast<std::size_t>(m_spans[k])];
             const double error = ps.dur_ns > 0 ? static_cast<double>(ms.dur_ns - ps.dur_ns) / static_cast<double>(ps.dur_ns)
                                                : (ms.dur_ns > 0 ? 1.0 : 0.0);
-            c.matches.push_back({.predicted = p_spans[k], .measured = it->second[k], .error = error});
+            c.matches.push_back({.predicted = it->second[k], .measured = m_spans[k], .error = error});
+            predicted_matched[static_cast<std::size_t>(it->second[k])] = 1;
         }
-        c.unmatched_predicted += static_cast<std::int32_t>(p_spans.size() - n);
         matched_measured += static_cast<std::int32_t>(n);
     }
     c.unmatched_measured = static_cast<std::int32_t>(measured.spans.size()) - matched_measured;
+    c.unmatched_predicted =
+        static_cast<std::int32_t>(std::count(predicted_matched.begin(), predicted_matched.end(), char{0}));
 
     std::map<traces::SpanKind, std::vector<double>> errors;
     std::map<traces::SpanKind, KindError> kinds;

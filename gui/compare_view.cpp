@@ -89,6 +89,13 @@ void CompareView::follow(TimelineView* from, TimelineView* to, double t0_ns, dou
     following_ = false;
 }
 
+void CompareView::fit_all() {
+    if (!predicted_->index() || !measured_->index()) return;
+    // Both on the longer trace's scale, so equal times line up.
+    const auto length = [](const TimelineView* v) { return v->index()->end_ns() - v->index()->begin_ns(); };
+    (length(predicted_) >= length(measured_) ? predicted_ : measured_)->fit_all();
+}
+
 void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
                              std::shared_ptr<const TimelineIndex> measured, const QString& predicted_name,
                              const QString& measured_name) {
@@ -113,10 +120,9 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
     following_ = false;
     predicted_->set_span_colors(std::move(p_colors), legend);
     measured_->set_span_colors(std::move(m_colors), legend);
-    // Both on the longer trace's scale, so equal times line up.
+    fit_all();
     const double p_len = static_cast<double>(predicted_->index()->end_ns() - predicted_->index()->begin_ns());
     const double m_len = static_cast<double>(measured_->index()->end_ns() - measured_->index()->begin_ns());
-    (p_len >= m_len ? predicted_ : measured_)->fit_all();
 
     summary_->setRowCount(static_cast<int>(comparison_.kinds.size()));
     int row = 0;
@@ -133,7 +139,7 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
         ++row;
     }
     totals_->setText(tr("%1 spans matched by rank, track, name and order; %2 predicted and %3 measured unmatched. "
-                        "Step: predicted %4, measured %5 (%6).")
+                        "Trace length: predicted %4, measured %5 (%6).")
                          .arg(comparison_.matches.size())
                          .arg(comparison_.unmatched_predicted)
                          .arg(comparison_.unmatched_measured)

@@ -4,6 +4,7 @@
 #include "dtsim/gui/compare_view.hpp"
 #include "dtsim/gui/style.hpp"
 #include "dtsim/gui/timeline_pane.hpp"
+#include "dtsim/gui/timeline_view.hpp"
 #include "dtsim/gui/trace_source.hpp"
 #include "dtsim/gui/what_if.hpp"
 
@@ -166,6 +167,17 @@ void MainWindow::open_files(const QStringList& paths) {
     while (recent.size() > kMaxRecent) recent.removeLast();
     settings.setValue(QStringLiteral("recent"), recent);
     refresh_recent_menu();
+}
+
+void MainWindow::show_window_ms(double from_ms, double to_ms) {
+    const auto apply = [&](TimelineView* view) {
+        if (!view || !view->index()) return;
+        view->set_window(static_cast<double>(view->index()->begin_ns()) + from_ms * 1e6,
+                         (to_ms - from_ms) * 1e6 / view->plot_width_px());
+    };
+    apply(timeline_->view());
+    if (what_if_) apply(what_if_->timeline()->view());
+    if (compare_) apply(compare_->predicted_view());  // the measured view follows
 }
 
 void MainWindow::save_state() const {

@@ -23,15 +23,14 @@ TimelinePane::TimelinePane(QWidget* parent) : QWidget(parent) {
     search_ = new QLineEdit(this);
     search_->setPlaceholderText(tr("Search span names ( / )"));
     search_->setClearButtonEnabled(true);
-    search_->setMaximumWidth(260);
-    matches_ = new QLabel(this);
+    search_->setMinimumWidth(220);
+    search_->setMaximumWidth(300);
     auto* fit = new QPushButton(tr("Fit all (F)"), this);
     auto* hint = new QLabel(tr("wheel: zoom   drag: pan   W/S A/D   click: select"), this);
     hint->setEnabled(false);
     bar->addWidget(title_, 1);
     bar->addWidget(hint);
     bar->addWidget(search_);
-    bar->addWidget(matches_);
     bar->addWidget(fit);
     layout->addLayout(bar);
 
@@ -49,8 +48,7 @@ TimelinePane::TimelinePane(QWidget* parent) : QWidget(parent) {
     layout->addWidget(split, 1);
 
     connect(search_, &QLineEdit::textChanged, this, [this](const QString& text) {
-        view_->set_search(text);
-        matches_->setText(text.isEmpty() ? QString() : tr("%n match(es)", nullptr, static_cast<int>(view_->match_count())));
+        view_->set_search(text);  // the view's legend counts the matches
     });
     connect(search_, &QLineEdit::returnPressed, view_, [this] { view_->setFocus(); });
     connect(view_, &TimelineView::search_requested, search_, [this] {

@@ -9,6 +9,8 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <QResizeEvent>
+#include <QScrollBar>
+#include <QSignalBlocker>
 #include <QToolTip>
 #include <QWheelEvent>
 
@@ -80,11 +82,21 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
     setFocusPolicy(Qt::StrongFocus);
     setMinimumSize(400, 160);
     setAttribute(Qt::WA_OpaquePaintEvent);
+    scroll_bar_ = new QScrollBar(Qt::Vertical, this);
+    scroll_bar_->hide();
+    connect(scroll_bar_, &QScrollBar::valueChanged, this, [this](int v) {
+        if (v == scroll_y_) return;
+        scroll_y_ = v;
+        update();
+    });
 }
 
 void TimelineView::set_index(std::shared_ptr<const TimelineIndex> index) {
     index_ = std::move(index);
     collapsed_.assign(index_ ? index_->ranks().size() : 0, false);
+    kinds_present_.fill(false);
+    if (index_)
+        for (const auto& s : index_->model().spans) kinds_present_[static_cast<std::size_t>(s.kind)] = true;
     span_colors_.clear();
     legend_.clear();
     selected_ = -1;
@@ -94,7 +106,9 @@ void TimelineView::set_index(std::shared_ptr<const TimelineIndex> index) {
     fit_all();
 }
 
-int TimelineView::plot_width_px() const { return std::max(1, width() - kGutterPx); }
+int TimelineView::plot_width_px() const {
+    return std::max(1, width() - kGutterPx - (scroll_bar_->isVisibleTo(this) ? scroll_bar_->width() : 0));
+}
 
 void TimelineView::set_window(double t0_ns, double ns_per_px) {
     ns_per_px = std::clamp(ns_per_px, 1e-3, 1e15);
@@ -198,7 +212,17 @@ int TimelineView::content_height() const {
 }
 
 void TimelineView::clamp_scroll() {
-    scroll_y_ = std::clamp(scroll_y_, 0, std::max(0, content_height() - (height() - rows_top())));
+    const int viewport = height() - rows_top();
+    const int overflow = std::max(0, content_height() - viewport);
+    scroll_y_ = std::clamp(scroll_y_, 0, overflow);
+    const QSignalBlocker block(scroll_bar_);
+    scroll_bar_->setRange(0, overflow);
+    scroll_bar_->setPageStep(std::max(1, viewport));
+    scroll_bar_->setSingleStep(kRowPx);
+    scroll_bar_->setValue(scroll_y_);
+    const int w = scroll_bar_->sizeHint().width();
+    scroll_bar_->setGeometry(width() - w, rows_top(), w, std::max(0, viewport));
+    scroll_bar_->setVisible(overflow > 0);
 }
 
 const TimelineView::VisualRow* TimelineView::visual_row_at(int y) const {
@@ -295,10 +319,8 @@ void TimelineView::paint_legend(QPainter& p) const {
     if (!legend_.empty()) {
         for (const auto& [label, color] : legend_) entry(label, color);
     } else {
-        std::array<bool, kAllSpanKinds.size()> present{};
-        for (const auto& s : index_->model().spans) present[static_cast<std::size_t>(s.kind)] = true;
         for (std::size_t k = 0; k < kAllSpanKinds.size(); ++k)
-            if (present[k]) entry(kind_name(kAllSpanKinds[k]), kind_color(kAllSpanKinds[k]));
+            if (kinds_present_[k]) entry(kind_name(kAllSpanKinds[k]), kind_color(kAllSpanKinds[k]));
     }
     if (searching_) {
         p.setPen(palette().color(QPalette::WindowText));
@@ -408,7 +430,11 @@ void TimelineView::paint_rows(QPainter& p) {
     }
     p.setClipping(false);
     p.setPen(palette().color(QPalette::Mid));
-    p.drawLine(kGutterPx - 1, top, kGutterPx - 1, height());
+    for (const auto& vr : visual_rows_) {
+        const int y = top + vr.y - scroll_y_;
+        if (vr.kind != RowKind::rank_header && y + vr.height >= top && y <= height())
+            p.drawLine(kGutterPx - 1, std::max(top, y), kGutterPx - 1, std::min(height(), y + vr.height));
+    }
 }
 
 void TimelineView::paint_span_row(QPainter& p, const VisualRow&, const Row& row, int y, int height) {
@@ -418,7 +444,8 @@ void TimelineView::paint_span_row(QPainter& p, const VisualRow&, const Row& row,
     const auto draw_block = [&](const Block& b, QColor color, bool label) {
         const double x0 = std::max(-2.0, b.x0_px), x1 = std::min(plot_width_px() + 2.0, b.x1_px);
         const QRectF r(kGutterPx + x0, y + 1, std::max(1.0, x1 - x0), height - 2);
-        p.fillRect(r, color);
+        // A pixel of background between back-to-back spans wide enough to show it.
+        p.fillRect(r.width() >= 4 ? r.adjusted(0, 0, -1, 0) : r, color);
         if (label && b.count == 1 && r.width() > 28 && height >= 14) {
             p.setPen(text_color_on(color));
             const QString name = qstr(index_->model().str(span_of(*index_, b.span).name));

@@ -19,8 +19,10 @@ inline QApplication& gui_app() {
     static char name[] = "dtsim_test_gui";
     static char* argv[] = {name, nullptr};
     if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    static QApplication app(argc, argv);
-    return app;
+    // Never destroyed: destroying it among the other statics at exit crashes
+    // in Qt's own teardown once a window has been shown.
+    static auto* app = new QApplication(argc, argv);
+    return *app;
 }
 
 // A tiny trace model built by hand: strings interned locally.

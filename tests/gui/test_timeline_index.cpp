@@ -85,7 +85,7 @@ TEST_CASE("spans narrower than a pixel merge into blocks but wide ones stay whol
     }
 }
 
-TEST_CASE("a frame of a million spans costs pixels, not spans", "[gui]") {
+TEST_CASE("a frame of a million spans costs pixels not spans", "[gui]") {
     test::ModelBuilder b;
     b.rank(0);
     const auto t = b.track(0, "compute");

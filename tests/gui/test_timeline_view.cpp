@@ -60,7 +60,7 @@ QPoint centre(const QRectF& r) { return r.center().toPoint(); }
 
 }  // namespace
 
-TEST_CASE("a known timeline renders a lane per rank and track, coloured by kind", "[gui]") {
+TEST_CASE("a known timeline renders a lane per rank and track coloured by kind", "[gui]") {
     test::gui_app();
     const KnownTrace k = known_trace();
     TimelineView view;
@@ -96,7 +96,7 @@ TEST_CASE("a known timeline renders a lane per rank and track, coloured by kind"
     }
 }
 
-TEST_CASE("hovering a known task shows its name, category, duration and args", "[gui]") {
+TEST_CASE("hovering a known task shows its name and category and duration and args", "[gui]") {
     test::gui_app();
     const KnownTrace k = known_trace();
     TimelineView view;
@@ -112,7 +112,7 @@ TEST_CASE("hovering a known task shows its name, category, duration and args", "
     CHECK(view.tooltip_at(QPoint(5, 5)).isEmpty());  // the legend
 }
 
-TEST_CASE("click selects into the details pane, slash searches, keys and wheel zoom", "[gui]") {
+TEST_CASE("click selects into the details pane and slash searches and keys zoom and pan", "[gui]") {
     test::gui_app();
     const KnownTrace k = known_trace();
     gui::TimelinePane pane;

@@ -70,7 +70,7 @@ TEST_CASE("changing a knob re-simulates and the step-time label changes", "[gui]
     }
 }
 
-TEST_CASE("compare matches spans by rank, track, name and order and reports the error per kind", "[gui]") {
+TEST_CASE("compare matches spans by rank and track and name and order and reports the error per kind", "[gui]") {
     test::gui_app();
     const auto make = [](double scale_compute, double scale_comm, bool extra) {
         test::ModelBuilder b;
@@ -104,4 +104,22 @@ TEST_CASE("compare matches spans by rank, track, name and order and reports the 
     CHECK(view.measured_view()->ns_per_px() == Approx(view.predicted_view()->ns_per_px()));
     CHECK(gui::error_color(0.0) != gui::error_color(0.5));
     CHECK(gui::error_color(-0.5).blue() > gui::error_color(-0.5).red());
+}
+
+TEST_CASE("a predicted representative rank is matched against every measured rank", "[gui]") {
+    test::ModelBuilder p;
+    p.rank(0);
+    const auto pc = p.track(0, "compute");
+    p.span(pc, "gemm", SpanKind::compute, 0, 1000);
+    test::ModelBuilder m;
+    m.rank(0).rank(1);
+    m.span(m.track(0, "compute"), "gemm", SpanKind::compute, 0, 1100);
+    m.span(m.track(1, "compute"), "gemm", SpanKind::compute, 0, 900);
+    const gui::Comparison c = gui::compare_traces(*p.build(), *m.build());
+    REQUIRE(c.matches.size() == 2);
+    CHECK(c.unmatched_measured == 0);
+    CHECK(c.unmatched_predicted == 0);
+    CHECK(c.matches[0].error == Approx(0.1));
+    CHECK(c.matches[1].error == Approx(-0.1));
+    CHECK(c.kinds.at(0).total_error == Approx(0.0));
 }

@@ -19,6 +19,9 @@ struct GuiOptions {
     std::string view;                       // timeline, whatif, compare or empty (the first there is)
     std::string screenshot;                 // render to this PNG and exit instead of showing a window
     int width_px = 1600, height_px = 900;
+    // The time window to show, in ms from the first event (empty: all of it).
+    std::optional<std::pair<double, double>> window_ms;
+    std::string search;  // highlight spans whose names contain this
     bool dark = false;
     // What-if changes applied after opening ("micro_batch=16"), as if made in the panel.
     std::vector<std::pair<std::string, std::string>> what_if_changes;

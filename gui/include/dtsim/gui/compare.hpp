@@ -1,7 +1,9 @@
 // Predicted against measured, task by task: spans of two traces matched by
 // rank, track name, span name and order of occurrence (the k-th
 // "allreduce bucket 3" on rank 0's comm stream with the k-th), each match's
-// duration error, and the error per SpanKind. No Qt here.
+// duration error, and the error per SpanKind. A predicted trace of one
+// (representative) rank is matched against every measured rank; a measured
+// trace of several steps matches its first. No Qt here.
 #pragma once
 
 #include "dtsim/traces/trace_model.hpp"

@@ -31,6 +31,8 @@ public:
     void set_traces(std::shared_ptr<const TimelineIndex> predicted, std::shared_ptr<const TimelineIndex> measured,
                     const QString& predicted_name, const QString& measured_name);
     const Comparison& comparison() const { return comparison_; }
+    // Fits the longer trace to the width; the other follows.
+    void fit_all();
     TimelineView* predicted_view() const { return predicted_; }
     TimelineView* measured_view() const { return measured_; }
     QTableWidget* summary() const { return summary_; }

@@ -30,6 +30,8 @@ public:
     // Opens trace files in the timeline tab (and compares, when two traces are open).
     void open_files(const QStringList& paths);
     void save_state() const;
+    // Shows [from_ms, to_ms] after the first event in every view.
+    void show_window_ms(double from_ms, double to_ms);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;

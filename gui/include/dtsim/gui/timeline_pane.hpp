@@ -29,7 +29,6 @@ private:
 
     QLabel* title_ = nullptr;
     QLineEdit* search_ = nullptr;
-    QLabel* matches_ = nullptr;
     TimelineView* view_ = nullptr;
     QPlainTextEdit* details_ = nullptr;
 };

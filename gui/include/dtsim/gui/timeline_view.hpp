@@ -13,10 +13,13 @@
 #include <QString>
 #include <QWidget>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
+
+class QScrollBar;
 
 namespace dtsim::gui {
 
@@ -114,6 +117,7 @@ private:
 
     std::shared_ptr<const TimelineIndex> index_;
     std::vector<bool> collapsed_;         // per rank group
+    std::array<bool, 6> kinds_present_{};  // per SpanKind: the legend lists these
     std::vector<VisualRow> visual_rows_;  // in drawing order
     std::vector<std::vector<std::int32_t>> matches_;  // per row: matching spans
     std::vector<char> is_match_;                     // per span
@@ -130,6 +134,7 @@ private:
     bool dragging_ = false;
     bool pressed_ = false;
     std::vector<Block> blocks_;  // scratch, reused every frame
+    QScrollBar* scroll_bar_ = nullptr;  // shown when the lanes are taller than the view
 };
 
 }  // namespace dtsim::gui

@@ -1,0 +1,119 @@
+// `dtsim gui [FILES...]`: the Qt views. Trace files open in the timeline;
+// --model ... (the options of `simulate`) opens the live what-if on a
+// simulated configuration; --screenshot renders offscreen and exits.
+#include "commands.hpp"
+#include "config_options.hpp"
+#include "dtsim/common/error.hpp"
+#include "dtsim/gui/app.hpp"
+#include "dtsim/profiler/presets.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace dtsim::cli {
+namespace {
+
+struct GuiCommandOptions {
+    SimulateOptions simulate;
+    std::vector<std::string> files;
+    std::string screenshot;
+    std::string view;
+    std::string size = "1600x900";
+    bool dark = false;
+    std::vector<std::string> changes;
+    std::string window;
+    std::string search;
+};
+
+// "60:90" -> {60, 90} (milliseconds after the first event).
+std::pair<double, double> parse_window(const std::string& s) {
+    const auto colon = s.find(':');
+    double from = 0, to = 0;
+    try {
+        if (colon != std::string::npos) {
+            from = std::stod(s.substr(0, colon));
+            to = std::stod(s.substr(colon + 1));
+        }
+    } catch (const std::exception&) {
+        from = to = 0;
+    }
+    if (colon == std::string::npos || !(to > from) || from < 0)
+        throw ConfigError(fmt::format("--window {}: expected FROM:TO in milliseconds after the first event, e.g. "
+                                      "--window 60:90",
+                                      s));
+    return {from, to};
+}
+
+std::pair<int, int> parse_size(const std::string& s) {
+    const auto x = s.find('x');
+    int w = 0, h = 0;
+    try {
+        if (x != std::string::npos) {
+            w = std::stoi(s.substr(0, x));
+            h = std::stoi(s.substr(x + 1));
+        }
+    } catch (const std::exception&) {
+        w = h = 0;
+    }
+    if (w < 200 || h < 150 || w > 10000 || h > 10000)
+        throw ConfigError(fmt::format("--size {}: expected WIDTHxHEIGHT in pixels, e.g. --size 1600x900", s));
+    return {w, h};
+}
+
+void run_gui_command(const GuiCommandOptions& o) {
+    gui::GuiOptions g;
+    g.files = o.files;
+    g.screenshot = o.screenshot;
+    g.view = o.view;
+    g.dark = o.dark;
+    std::tie(g.width_px, g.height_px) = parse_size(o.size);
+    if (!o.window.empty()) g.window_ms = parse_window(o.window);
+    g.search = o.search;
+    if (!o.simulate.model.empty()) {
+        g.config = make_config(o.simulate);
+        g.calibration = calib::load_hardware(o.simulate.hardware);
+    }
+    if (g.files.empty() && !g.config)
+        throw ConfigError(
+            "nothing to show: give trace files (dtsim gui trace.json) or a configuration to simulate "
+            "(dtsim gui --model gpt2-xl --strategy ddp --nodes 2)");
+    for (const auto& kv : o.changes) {
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw ConfigError(fmt::format("--what-if-change {}: expected key=value, e.g. micro_batch=16", kv));
+        g.what_if_changes.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    if (const int code = gui::run_gui(g); code != 0) throw Error(fmt::format("the GUI exited with code {}", code));
+}
+
+}  // namespace
+
+void add_gui_command(CLI::App& app) {
+    auto opts = std::make_shared<GuiCommandOptions>();
+    auto* cmd = app.add_subcommand(
+        "gui", "open traces (predicted, measured, imported) and a live what-if of a configuration in a window");
+    cmd->add_option("files", opts->files,
+                    "trace files or directories (dtsim's simulate/execute --trace, torch.profiler / Kineto JSON)");
+    add_options(*cmd, opts->simulate, false);
+    cmd->add_option("--screenshot", opts->screenshot, "render the window offscreen to this PNG and exit");
+    cmd->add_option("--view", opts->view, "the tab to show: timeline, whatif or compare")
+        ->check(CLI::IsMember({"timeline", "whatif", "compare"}));
+    cmd->add_option("--size", opts->size, "window size WIDTHxHEIGHT in pixels")->capture_default_str();
+    cmd->add_flag("--dark", opts->dark, "dark theme");
+    cmd->add_option("--window", opts->window, "show FROM:TO milliseconds after the first event (default: all)");
+    cmd->add_option("--search", opts->search, "highlight spans whose names contain this text");
+    cmd->add_option("--what-if-change", opts->changes,
+                    "change a what-if control after opening, as if by hand: micro_batch=16, strategy=fsdp, "
+                    "bucket_cap_mb=50 (repeatable; for scripted screenshots)");
+    cmd->footer(
+        "Examples:\n"
+        "  dtsim gui ddp.json                                  # a trace from simulate/execute --trace\n"
+        "  dtsim gui --model gpt2-xl --strategy ddp --nodes 2 --micro-batch 8 --precision bf16-mixed\n"
+        "  dtsim gui predicted.json measured.json --view compare\n"
+        "  dtsim gui ddp.json --screenshot timeline.png --size 1600x900\n"
+        "Keys: wheel zoom, drag pan, F fit, W/S zoom, A/D pan, / search, click a rank header to collapse it.");
+    cmd->callback([opts] { run_gui_command(*opts); });
+}
+
+}  // namespace dtsim::cli
