@@ -747,10 +747,12 @@ void Reader::finish_file() {
         std::fill(rank_of_process.begin(), rank_of_process.end(), static_cast<std::int32_t>(m_.ranks.size()));
         m_.ranks.push_back(f_.info);
     }
+    std::unordered_map<std::int32_t, std::int32_t> appearance_in_rank;
     for (std::size_t t = static_cast<std::size_t>(f_.first_track); t < m_.tracks.size(); ++t) {
         Track& track = m_.tracks[t];
         const auto process = static_cast<std::size_t>(track.rank);
         track.rank = rank_of_process[process];
+        track.sort_index = appearance_in_rank[track.rank]++;
         track.process_name = f_.process_name[process];
         if (track.name.empty()) track.name = "tid " + track.tid;
         const std::int32_t sort = f_.thread_sort_index[t - static_cast<std::size_t>(f_.first_track)];

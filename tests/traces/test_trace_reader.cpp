@@ -417,3 +417,45 @@ TEST_CASE("malformed input: one line naming the file, the byte offset and line, 
         CHECK_THROWS_WITH(read_trace(dir.path().string()), Catch::Contains("holds no *.json or *.json.gz"));
     }
 }
+
+TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as from_timeline") {
+    sim::Timeline tl;
+    tl.title = "hand-made (measured)";
+    tl.ranks = {"rank 0", "rank 1"};
+    tl.streams = {"compute", "comm"};
+    for (int r = 0; r < 2; ++r) {
+        tl.events.push_back(sim::TimelineEvent{.rank = r,
+                                               .stream = 0,
+                                               .name = "gemm",
+                                               .category = "compute",
+                                               .start_ns = 1'000 * r,
+                                               .dur_ns = 5'001,
+                                               .args = {{.key = "task", .value = std::int64_t{0}}}});
+        tl.events.push_back(sim::TimelineEvent{.rank = r,
+                                               .stream = 1,
+                                               .name = "allreduce bucket 0",
+                                               .category = "collective",
+                                               .start_ns = 6'000,
+                                               .dur_ns = 2'000 + r,
+                                               .args = {{.key = "task", .value = std::int64_t{1}},
+                                                        {.key = "bytes", .value = std::int64_t{4096}},
+                                                        {.key = "group_size", .value = std::int64_t{2}}}});
+    }
+    tl.device_memory_bytes = {{.rank = 0, .time_ns = 0, .value = 10}, {.rank = 1, .time_ns = 5, .value = 20}};
+    TempDir dir;
+    write_chrome_trace(tl, dir.file("measured.json"));
+    const TraceModel read = read_trace(dir.file("measured.json"));
+    const TraceModel direct = from_timeline(tl);
+    REQUIRE(read.ranks.size() == 2);
+    CHECK(read.ranks[1].rank == 1);
+    CHECK(same_spans(direct, read));
+    REQUIRE(read.tracks.size() == 4);
+    for (std::size_t t = 0; t < 4; ++t) {
+        CHECK(read.tracks[t].rank == direct.tracks[t].rank);
+        CHECK(read.tracks[t].sort_index == direct.tracks[t].sort_index);  // per rank: 0, 1, 0, 1
+        CHECK(read.tracks[t].name == direct.tracks[t].name);
+    }
+    REQUIRE(read.counters.size() == 2);
+    CHECK(read.counters[1].rank == 1);
+    CHECK(read.counters[1].value == 20);
+}
