@@ -38,9 +38,9 @@ QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<
 QString versus(double now, double before, const QString& before_text, bool lower_is_better) {
     if (before == 0) return {};
     const double change = (now - before) / before * 100;
-    if (std::fabs(change) < 0.05) return QStringLiteral("  <span style='color:gray'>(unchanged)</span>");
+    if (std::fabs(change) < 0.05) return QStringLiteral("<br><span style='color:gray'>unchanged</span>");
     const bool better = lower_is_better ? now < before : now > before;
-    return QStringLiteral("  <span style='color:%1'>(was %2, %3%4 %)</span>")
+    return QStringLiteral("<br><span style='color:%1'>was %2 (%3%4 %)</span>")
         .arg(better ? QStringLiteral("#2e9d4a") : QStringLiteral("#d64541"), before_text,
              change > 0 ? QStringLiteral("+") : QString(), QString::number(change, 'f', 1));
 }
@@ -93,8 +93,8 @@ WhatIfPanel::WhatIfPanel(sim::Config config, calib::Calibration calibration, QWi
     outer->addWidget(split);
 
     auto* side = new QWidget(split);
-    side->setMinimumWidth(300);
-    side->setMaximumWidth(420);
+    side->setMinimumWidth(340);
+    side->setMaximumWidth(460);
     auto* column = new QVBoxLayout(side);
 
     auto* config_box = new QGroupBox(tr("Configuration"), side);
