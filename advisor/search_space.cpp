@@ -1,6 +1,7 @@
 #include "dtsim/advisor/search_space.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
 #include "dtsim/common/registry.hpp"
 #include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -25,11 +27,36 @@ std::string trim(std::string_view s) {
     return std::string(s);
 }
 
+// Upper bounds of the common axes: Config::validate()'s, with its reasons.
+struct IntAxis {
+    std::string_view name;
+    std::int64_t max;
+    std::string_view why_max;
+};
+constexpr IntAxis kIntAxes[] = {
+    {"micro_batch", sim::Config::kMaxMicroBatch, "a larger micro-batch fits in no device's memory"},
+    {"grad_accum", sim::Config::kMaxGradAccum, "more micro-steps than any training step runs"},
+    {"seq_len", sim::Config::kMaxSeqLen, "longer than any model's context"},
+};
+
+// Values per axis, and configurations per space: a 10,000-configuration sweep
+// takes 2 s (bench/results/sweep_speed.md), so a million is minutes of work and
+// gigabytes of results; a larger space is a mistake in the spec.
+constexpr std::size_t kMaxValuesPerAxis = 10000;
+constexpr std::size_t kMaxConfigurations = 1000000;
+
 std::int64_t parse_int(const std::string& axis, const std::string& v, std::int64_t min_value) {
     std::int64_t x = 0;
     auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc{} || ptr != v.data() + v.size() || x < min_value)
+    const IntAxis* bound = nullptr;
+    for (const auto& a : kIntAxes)
+        if (a.name == axis) bound = &a;
+    if (ec != std::errc{} || ptr != v.data() + v.size() || x < min_value || (bound && x > bound->max)) {
+        if (bound)
+            throw ConfigError(fmt::format("axis '{}': value '{}' is not an integer from {} to {} ({})", axis, v,
+                                          min_value, bound->max, bound->why_max));
         throw ConfigError(fmt::format("axis '{}': value '{}' is not an integer >= {}", axis, v, min_value));
+    }
     return x;
 }
 
@@ -94,6 +121,76 @@ const Axis* find_axis(const SearchSpace& space, std::string_view name) {
     return nullptr;
 }
 
+// Why `value` is not valid for `spec`, or nothing when it is (the checks of
+// sim::Knobs, made here so that an axis value is refused naming its axis).
+std::optional<std::string> knob_value_error(const sim::KnobSpec& spec, const std::string& value) {
+    switch (spec.type) {
+        case sim::KnobType::boolean:
+            if (value == "true" || value == "True" || value == "1" || value == "false" || value == "False" ||
+                value == "0")
+                return std::nullopt;
+            return "expected true or false";
+        case sim::KnobType::number: {
+            if (value == "auto" && spec.default_value == "auto") return std::nullopt;
+            double x = 0;
+            auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+            if (ec == std::errc::result_out_of_range) return "expected a finite number (this one overflows a double)";
+            if (ec != std::errc{} || ptr != value.data() + value.size()) return "expected a number";
+            if (!std::isfinite(x)) return "expected a finite number";
+            if (x > spec.max_value)
+                return fmt::format("must be <= {:g} (larger sizes overflow the plan's 64-bit byte counts)",
+                                   spec.max_value);
+            if (x < spec.min_value || (spec.min_exclusive && x == spec.min_value))
+                return fmt::format("must be {} {:g}", spec.min_exclusive ? ">" : ">=", spec.min_value);
+            return std::nullopt;
+        }
+        case sim::KnobType::choice:
+            if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end()) return std::nullopt;
+            return unknown_name_message("value", value, spec.choices);
+    }
+    return std::nullopt;
+}
+
+bool is_knob_of_any_strategy(const std::string& name) {
+    for (const auto& s : sim::strategies().names())
+        for (const auto& spec : sim::strategies().find(s).value.knobs)
+            if (spec.name == name) return true;
+    return false;
+}
+
+// Checks one value of an axis; throws ConfigError "axis 'x': value 'v' ...".
+void check_axis_value(const std::string& axis, const std::string& value) {
+    if (axis == "strategy") {
+        resolve(value);
+        return;
+    }
+    if (is_common_axis(axis)) {
+        sim::Config probe;
+        try {
+            apply_common(probe, axis, value);
+        } catch (const ConfigError& e) {
+            if (std::string_view(e.what()).starts_with("axis ")) throw;
+            throw ConfigError(fmt::format("axis '{}': {}", axis, e.what()));
+        }
+        return;
+    }
+    if (!is_knob_of_any_strategy(axis))
+        throw ConfigError(fmt::format("axis '{}' is neither a common axis ({}) nor a knob of any strategy; see `dtsim "
+                                      "simulate --strategy S --set help=1`",
+                                      axis, fmt::join(std::begin(kCommonAxes), std::end(kCommonAxes), ", ")));
+    std::optional<std::string> error;
+    bool declared = false;
+    for (const auto& name : sim::strategies().names())
+        for (const auto& spec : sim::strategies().find(name).value.knobs)
+            if (spec.name == axis) {
+                auto e = knob_value_error(spec, value);
+                if (!e) return;  // valid for at least one strategy that has the knob
+                if (!declared) error = e;
+                declared = true;
+            }
+    throw ConfigError(fmt::format("axis '{}': value '{}': {}", axis, value, *error));
+}
+
 }  // namespace
 
 bool is_common_axis(std::string_view name) {
@@ -119,6 +216,11 @@ Axis parse_axis(std::string_view spec) {
 
 void add_axis(SearchSpace& space, Axis axis) {
     if (axis.values.empty()) throw ConfigError(fmt::format("axis '{}' has no values", axis.name));
+    if (axis.values.size() > kMaxValuesPerAxis)
+        throw ConfigError(fmt::format("axis '{}' has {} values; at most {} (a sweep of 10,000 configurations takes "
+                                      "seconds; millions take hours)",
+                                      axis.name, axis.values.size(), kMaxValuesPerAxis));
+    for (const auto& v : axis.values) check_axis_value(axis.name, v);
     if (find_axis(space, axis.name))
         throw ConfigError(fmt::format("axis '{}' is given twice; give all its values in one axis", axis.name));
     for (std::size_t i = 0; i < axis.values.size(); ++i)
@@ -135,29 +237,45 @@ SearchSpace parse_axes(const std::vector<std::string>& specs) {
 }
 
 SearchSpace parse_space_json(const std::string& text, const std::string& file_name) {
+    check_json_text(text, file_name, "a search space (a JSON object of axes)");
     nlohmann::ordered_json j;
     try {
         j = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw ParseError(file_name, "", fmt::format("not valid JSON: {}", e.what()));
+    } catch (const nlohmann::json::exception& e) {
+        throw_json_syntax_error(e, text, file_name);
     }
     if (!j.is_object()) throw ParseError(file_name, "", "expected an object of axes, e.g. {\"micro_batch\": [1, 2]}");
     auto values_of = [&](const nlohmann::ordered_json& v, const std::string& field) {
         if (!v.is_array() || v.empty())
             throw ParseError(file_name, field, "expected a non-empty array of values, e.g. [1, 2, 4]");
+        if (v.size() > kMaxValuesPerAxis)
+            throw ParseError(file_name, field,
+                             fmt::format("{} values; expected at most {} (a sweep of 10,000 configurations takes "
+                                         "seconds; millions take hours)",
+                                         v.size(), kMaxValuesPerAxis));
         Axis axis;
         for (std::size_t i = 0; i < v.size(); ++i) {
             const auto& x = v[i];
+            const std::string at = fmt::format("{}/{}", field, i);
             if (x.is_string())
                 axis.values.push_back(x.get<std::string>());
             else if (x.is_boolean())
                 axis.values.push_back(x.get<bool>() ? "true" : "false");
+            else if (x.is_number_unsigned())
+                axis.values.push_back(std::to_string(x.get<std::uint64_t>()));
             else if (x.is_number_integer())
                 axis.values.push_back(std::to_string(x.get<std::int64_t>()));
-            else if (x.is_number())
+            else if (x.is_number() && std::isfinite(x.get<double>()))
                 axis.values.push_back(fmt::format("{}", x.get<double>()));
+            else if (x.is_number())
+                throw ParseError(file_name, at, fmt::format("expected a finite number, found {}", json_excerpt(x)));
             else
-                throw ParseError(file_name, fmt::format("{}/{}", field, i), "expected a string, number or boolean");
+                throw ParseError(file_name, at, "expected a string, number or boolean");
+            try {
+                check_axis_value(field.substr(field.rfind('/') + 1), axis.values.back());
+            } catch (const ConfigError& e) {
+                throw ParseError(file_name, at, e.what());
+            }
         }
         return axis;
     };
@@ -172,13 +290,24 @@ SearchSpace parse_space_json(const std::string& text, const std::string& file_na
     for (const auto& [key, value] : j.items()) {
         const std::string field = "/" + key;
         if (key == "global_batch") {
-            if (!value.is_number_integer() || value.get<std::int64_t>() < 1)
-                throw ParseError(file_name, field, "expected a positive integer");
+            constexpr std::int64_t kMax = sim::Config::kMaxMicroBatch * sim::Config::kMaxGradAccum;
+            // Non-negative integers parse as unsigned, negative ones as signed.
+            const bool valid = value.is_number_unsigned()
+                                   ? value.get<std::uint64_t>() >= 1 && value.get<std::uint64_t>() <= kMax
+                                   : false;
+            if (!valid)
+                throw ParseError(file_name, field,
+                                 fmt::format("expected a positive integer up to {} (the largest micro-batch x "
+                                             "accumulation), found {}",
+                                             kMax, json_excerpt(value)));
             space.global_batch = value.get<std::int64_t>();
         } else if (key == "knobs") {
             if (!value.is_object())
                 throw ParseError(file_name, field, "expected an object of knob axes, e.g. {\"bucket_cap_mb\": [25]}");
             for (const auto& [knob, kv] : value.items()) {
+                if (!is_knob_of_any_strategy(knob))
+                    throw ParseError(file_name, field + "/" + knob,
+                                     "not a knob of any strategy; see `dtsim simulate --strategy S --set help=1`");
                 Axis a = values_of(kv, field + "/" + knob);
                 a.name = knob;
                 add(std::move(a), field + "/" + knob);
@@ -197,11 +326,7 @@ SearchSpace parse_space_json(const std::string& text, const std::string& file_na
 }
 
 SearchSpace load_space(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw ParseError(path, "", "cannot open the search-space file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_space_json(ss.str(), path);
+    return parse_space_json(read_config_file(path), path);
 }
 
 std::string Candidate::label() const {
@@ -224,6 +349,14 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
 
     std::vector<ResolvedStrategy> resolved;
     for (const auto& s : strategies) resolved.push_back(resolve(s));
+    // The product of the axes' sizes, stopping once past the bound so that it cannot overflow.
+    std::size_t total = strategies.size();
+    for (const auto& axis : space.axes)
+        if (axis.name != "strategy" && total <= kMaxConfigurations) total *= axis.values.size();
+    if (total > kMaxConfigurations)
+        throw ConfigError(fmt::format("the search space has more than {} configurations (a sweep of 10,000 takes "
+                                      "seconds; millions take hours): give fewer values per axis",
+                                      kMaxConfigurations));
     // A knob axis no strategy of the space declares is a mistake, not a skip.
     for (const auto& axis : space.axes) {
         if (is_common_axis(axis.name)) {

@@ -31,13 +31,36 @@ Json collective_json(const CollectiveCurve& c) {
     return j;
 }
 
-// A number that must be positive (or non-negative with allow_zero).
-double positive(const JsonView& v, const std::string& key, bool allow_zero = false) {
-    double x = v.number(key);
-    if (x < 0 || (!allow_zero && x == 0))
-        v.fail(key, fmt::format("expected a {} number, found {}", allow_zero ? "non-negative" : "positive", x));
-    return x;
-}
+// The ranges of a calibration's numbers. Each upper bound lies far beyond any
+// real machine, so it refuses only a wrong unit or a corrupt file, and keeps
+// the cost model's arithmetic finite.
+constexpr Bounds kRateGbps{.min = 0, .min_exclusive = true, .max = 1e6, .why_max = "no memory or link reaches 1 PB/s"};
+constexpr Bounds kOptionalRateGbps{.min = 0, .max = 1e6, .why_max = "no memory or link reaches 1 PB/s; 0: not measured"};
+constexpr Bounds kTimeUs{.min = 0, .min_exclusive = true, .max = 1e9,
+                         .why_max = "a kernel or collective measured over 1,000 s is a broken measurement"};
+constexpr Bounds kLatencyUs{.min = 0, .max = 1e9, .why_max = "a latency over 1,000 s is a broken measurement"};
+constexpr Bounds kTflops{.min = 0, .min_exclusive = true, .max = 1e6, .why_max = "1 EFLOP/s, beyond any one device"};
+constexpr Bounds kEfficiency{.min = 0, .min_exclusive = true, .max = 1, .why_max = "a fraction of the peak"};
+constexpr Bounds kHalfDim{.min = 0, .max = 1e9, .why_max = "a GEMM dimension of 1e9 never occurs in a model"};
+constexpr Bounds kFitError{.min = 0, .max = 1e6, .why_max = "a relative error"};
+constexpr Bounds kSpread{.min = 0, .max = 1e6, .why_max = "(p90 - p10) / median of the repeats"};
+constexpr Bounds kSlowdown{.min = 1, .max = 100, .why_max = "a slowdown over 100x is a broken measurement"};
+constexpr Bounds kParamsPerS{.min = 0, .max = 1e13, .why_max = "no CPU updates 1e13 parameters per second"};
+constexpr Bounds kGemmDim{.min = 1, .max = 16777216, .why_max = "2^24; no model's GEMM is larger"};
+constexpr Bounds kMemoryBytes{.min = 0, .min_exclusive = true, .max = 1125899906842624.0,
+                              .why_max = "1 PiB, beyond any one device"};
+constexpr Bounds kWorldSize{.min = 0, .max = 1048576, .why_max = "2^20 ranks, more than any cluster built"};
+constexpr Bounds kGpusPerNode{.min = 1, .max = 4096, .why_max = "no node has more ranks"};
+constexpr Bounds kGroupSize{.min = 0, .max = 1048576, .why_max = "2^20 ranks, more than any cluster built"};
+constexpr Bounds kSizeBytes{.min = 0, .min_exclusive = true, .max = 1125899906842624.0,
+                            .why_max = "1 PiB; nccl-tests sweeps up to a few GiB"};
+
+// Array lengths: `dtsim calibrate` writes a few hundred GEMM points and a few
+// dozen sizes per collective; the cost model searches them per task.
+constexpr std::size_t kMaxGemmCurves = 64;
+constexpr std::size_t kMaxGemmPoints = 100000;
+constexpr std::size_t kMaxCollectives = 10000;
+constexpr std::size_t kMaxPointsPerCurve = 10000;
 
 template <class F>
 auto enum_field(const JsonView& v, const std::string& key, F parse) {
@@ -52,61 +75,74 @@ auto enum_field(const JsonView& v, const std::string& key, F parse) {
 GemmCurve read_gemm_curve(const JsonView& v) {
     GemmCurve c;
     c.dtype = enum_field(v, "dtype", dtype_from_string);
-    c.peak_tflops = positive(v, "peak_tflops");
-    c.max_efficiency = positive(v, "max_efficiency");
-    if (c.max_efficiency > 1.0) v.fail("max_efficiency", "expected a fraction in (0, 1]");
-    c.half_m = positive(v, "half_m", true);
-    c.half_n = positive(v, "half_n", true);
-    c.half_k = positive(v, "half_k", true);
-    c.fit_error = v.number_or("fit_error", 0);
+    c.peak_tflops = v.number_within("peak_tflops", kTflops);
+    c.max_efficiency = v.number_within("max_efficiency", kEfficiency);
+    c.half_m = v.number_within("half_m", kHalfDim);
+    c.half_n = v.number_within("half_n", kHalfDim);
+    c.half_k = v.number_within("half_k", kHalfDim);
+    c.fit_error = v.has("fit_error") ? v.number_within("fit_error", kFitError) : 0;
     return c;
 }
 
 GemmPoint read_gemm_point(const JsonView& v) {
     GemmPoint p;
     p.dtype = enum_field(v, "dtype", dtype_from_string);
-    p.m = v.integer("m");
-    p.n = v.integer("n");
-    p.k = v.integer("k");
-    p.batch = v.has("batch") ? v.integer("batch") : 1;
-    if (p.m < 1 || p.n < 1 || p.k < 1 || p.batch < 1) v.fail("m", "GEMM dimensions must be >= 1");
-    p.time_us = positive(v, "time_us");
-    p.spread = v.has("spread") ? positive(v, "spread", true) : 0;
+    p.m = v.integer_within("m", kGemmDim);
+    p.n = v.integer_within("n", kGemmDim);
+    p.k = v.integer_within("k", kGemmDim);
+    p.batch = v.has("batch") ? v.integer_within("batch", kGemmDim) : 1;
+    p.time_us = v.number_within("time_us", kTimeUs);
+    p.spread = v.has("spread") ? v.number_within("spread", kSpread) : 0;
     return p;
+}
+
+// One [size_bytes, time_us] pair of a collective's measured points.
+CollectivePoint read_collective_point(const JsonView& p) {
+    const Json& x = p.value();
+    if (!x.is_array() || x.size() != 2) p.fail("", "expected a pair [size_bytes, time_us]");
+    const JsonView size(x[0], p.file(), p.path() + "/0");
+    const JsonView time(x[1], p.file(), p.path() + "/1");
+    if (!x[0].is_number_integer()) size.fail("", fmt::format("expected a size in bytes (an integer), found {}", json_excerpt(x[0])));
+    if (x[0].is_number_unsigned() ? x[0].get<std::uint64_t>() > static_cast<std::uint64_t>(kSizeBytes.max)
+                                  : !check_bounds(x[0].get<double>(), kSizeBytes).empty())
+        size.fail("", fmt::format("expected {}, found {}", describe_bounds(kSizeBytes), json_excerpt(x[0])));
+    if (!x[1].is_number()) time.fail("", fmt::format("expected a time in microseconds, found {}", json_excerpt(x[1])));
+    if (std::string why = check_bounds(x[1].get<double>(), kTimeUs); !why.empty()) time.fail("", why);
+    return CollectivePoint{.size_bytes = x[0].get<std::int64_t>(), .time_us = x[1].get<double>()};
 }
 
 CollectiveCurve read_collective(const JsonView& v) {
     CollectiveCurve c;
     c.kind = enum_field(v, "kind", collective_kind_from_string);
     c.scope = enum_field(v, "scope", link_scope_from_string);
-    c.group_size = static_cast<int>(v.integer("group_size"));
-    if (c.group_size < 0 || c.group_size == 1) v.fail("group_size", "expected 0 (any) or a group of >= 2 ranks");
-    c.latency_us = positive(v, "latency_us", true);
-    c.step_latency_us = v.number_or("step_latency_us", 0);
-    c.bus_bw_gbps = positive(v, "bus_bw_gbps");
-    c.fit_error = v.number_or("fit_error", 0);
+    c.group_size = static_cast<int>(v.integer_within("group_size", kGroupSize));
+    if (c.group_size == 1) v.fail("group_size", "expected 0 (any) or a group of >= 2 ranks, found 1");
+    c.latency_us = v.number_within("latency_us", kLatencyUs);
+    c.step_latency_us = v.has("step_latency_us") ? v.number_within("step_latency_us", kLatencyUs) : 0;
+    c.bus_bw_gbps = v.number_within("bus_bw_gbps", kRateGbps);
+    c.fit_error = v.has("fit_error") ? v.number_within("fit_error", kFitError) : 0;
     if (v.has("points_size_bytes_time_us")) {
         JsonView pts = v.at("points_size_bytes_time_us");
-        for (std::size_t i = 0; i < pts.size(); ++i) {
+        const std::size_t n = pts.size_at_most(kMaxPointsPerCurve, "points per curve (nccl-tests sweeps a few dozen sizes)");
+        for (std::size_t i = 0; i < n; ++i) {
             JsonView p = pts.at(i);
-            if (!p.value().is_array() || p.value().size() != 2 || !p.value()[0].is_number() ||
-                !p.value()[1].is_number())
-                p.fail("", "expected a pair [size_bytes, time_us]");
-            CollectivePoint cp{p.value()[0].get<std::int64_t>(), p.value()[1].get<double>()};
-            if (cp.size_bytes <= 0 || cp.time_us <= 0) p.fail("", "size and time must be positive");
+            CollectivePoint cp = read_collective_point(p);
             if (!c.points.empty() && cp.size_bytes <= c.points.back().size_bytes)
-                p.fail("", "points must be sorted by increasing size");
+                p.fail("", fmt::format("points must be sorted by increasing size ({} follows {})", cp.size_bytes,
+                                       c.points.back().size_bytes));
             c.points.push_back(cp);
         }
     }
     if (v.has("points_spread")) {
         JsonView spreads = v.at("points_spread");
         if (spreads.size() != c.points.size())
-            spreads.fail("", "expected one spread per point of points_size_bytes_time_us");
+            spreads.fail("", fmt::format("expected one spread per point of points_size_bytes_time_us ({}), found {}",
+                                         c.points.size(), spreads.size()));
         for (std::size_t i = 0; i < spreads.size(); ++i) {
-            const Json& x = spreads.at(i).value();
-            if (!x.is_number() || x.get<double>() < 0) spreads.at(i).fail("", "expected a non-negative number");
-            c.points[i].spread = x.get<double>();
+            const JsonView x = spreads.at(i);
+            if (!x.value().is_number()) x.fail("", fmt::format("expected a number, found {}", json_excerpt(x.value())));
+            if (std::string why = check_bounds(x.value().get<double>(), kSpread); !why.empty()) x.fail("", why);
+            c.points[i].spread = x.value().get<double>();
         }
     }
     return c;
@@ -154,15 +190,11 @@ std::string to_json_text(const Calibration& c) {
     return j.dump(2) + "\n";
 }
 
-Calibration calibration_from_json_text(const std::string& text, const std::string& file) {
-    Json j;
-    try {
-        j = Json::parse(text);
-    } catch (const Json::parse_error& e) {
-        throw ParseError(file, "", fmt::format("not valid JSON: {}", e.what()));
-    }
+namespace {
+
+Calibration calibration_from_json(const Json& j, const std::string& file) {
     JsonView root(j, file);
-    if (!j.is_object()) root.fail("", "expected a calibration object");
+    if (!j.is_object()) root.fail("", fmt::format("expected a calibration object, found {}", j.type_name()));
     if (!root.has("dtsim_calibration_version"))
         root.fail("dtsim_calibration_version",
                   "missing; is this a dtsim calibration file (made by `dtsim calibrate`)?");
@@ -178,61 +210,63 @@ Calibration calibration_from_json_text(const std::string& text, const std::strin
     c.provenance.machine = prov.string_or("machine", "");
     c.provenance.date = prov.string_or("date", "");
     c.provenance.backend = prov.string_or("backend", "");
-    c.provenance.world_size = static_cast<int>(prov.has("world_size") ? prov.integer("world_size") : 0);
+    c.provenance.world_size = static_cast<int>(prov.has("world_size") ? prov.integer_within("world_size", kWorldSize) : 0);
     c.provenance.notes = prov.string_or("notes", "");
     JsonView dev = root.at("device");
     c.device.name = dev.string("name");
-    c.device.memory_bytes = dev.integer("memory_bytes");
-    if (c.device.memory_bytes <= 0) dev.fail("memory_bytes", "expected a positive number of bytes");
+    c.device.memory_bytes = dev.integer_within("memory_bytes", kMemoryBytes);
     c.device.reserved_bytes = dev.has("reserved_bytes") ? dev.integer("reserved_bytes") : 0;
     if (c.device.reserved_bytes < 0 || c.device.reserved_bytes >= c.device.memory_bytes)
-        dev.fail("reserved_bytes", "expected a non-negative number of bytes below memory_bytes");
-    c.device.mem_bw_gbps = positive(dev, "mem_bw_gbps");
-    c.device.elementwise_efficiency = positive(dev, "elementwise_efficiency");
-    c.device.kernel_overhead_us = positive(dev, "kernel_overhead_us", true);
-    c.gpus_per_node = static_cast<int>(root.integer("gpus_per_node"));
-    if (c.gpus_per_node < 1) root.fail("gpus_per_node", "expected >= 1");
+        dev.fail("reserved_bytes", fmt::format("expected a non-negative number of bytes below memory_bytes ({}), found {}",
+                                               c.device.memory_bytes, c.device.reserved_bytes));
+    c.device.mem_bw_gbps = dev.number_within("mem_bw_gbps", kRateGbps);
+    c.device.elementwise_efficiency = dev.number_within("elementwise_efficiency", kEfficiency);
+    c.device.kernel_overhead_us = dev.number_within("kernel_overhead_us", kLatencyUs);
+    c.gpus_per_node = static_cast<int>(root.integer_within("gpus_per_node", kGpusPerNode));
     JsonView curves = root.at("gemm_curves");
-    for (std::size_t i = 0; i < curves.size(); ++i) c.gemm_curves.push_back(read_gemm_curve(curves.at(i)));
+    const std::size_t n_curves = curves.size_at_most(kMaxGemmCurves, "GEMM curves (one per dtype)");
+    for (std::size_t i = 0; i < n_curves; ++i) c.gemm_curves.push_back(read_gemm_curve(curves.at(i)));
     if (c.gemm_curves.empty()) curves.fail("", "expected at least one GEMM curve (fp32 or bf16)");
     if (root.has("gemm_points")) {
         JsonView pts = root.at("gemm_points");
-        for (std::size_t i = 0; i < pts.size(); ++i) c.gemm_points.push_back(read_gemm_point(pts.at(i)));
+        const std::size_t n = pts.size_at_most(kMaxGemmPoints, "GEMM points (`dtsim calibrate` measures a few hundred)");
+        for (std::size_t i = 0; i < n; ++i) c.gemm_points.push_back(read_gemm_point(pts.at(i)));
     }
     JsonView cols = root.at("collectives");
-    for (std::size_t i = 0; i < cols.size(); ++i) c.collectives.push_back(read_collective(cols.at(i)));
+    const std::size_t n_cols = cols.size_at_most(kMaxCollectives, "collective curves");
+    for (std::size_t i = 0; i < n_cols; ++i) c.collectives.push_back(read_collective(cols.at(i)));
     if (root.has("host")) {
         JsonView h = root.at("host");
-        c.host.h2d_pinned_gbps = positive(h, "h2d_pinned_gbps", true);
-        c.host.d2h_pinned_gbps = positive(h, "d2h_pinned_gbps", true);
-        c.host.h2d_pageable_gbps = positive(h, "h2d_pageable_gbps", true);
-        c.host.d2h_pageable_gbps = positive(h, "d2h_pageable_gbps", true);
-        c.host.cpu_adam_params_per_s = positive(h, "cpu_adam_params_per_s", true);
+        c.host.h2d_pinned_gbps = h.number_within("h2d_pinned_gbps", kOptionalRateGbps);
+        c.host.d2h_pinned_gbps = h.number_within("d2h_pinned_gbps", kOptionalRateGbps);
+        c.host.h2d_pageable_gbps = h.number_within("h2d_pageable_gbps", kOptionalRateGbps);
+        c.host.d2h_pageable_gbps = h.number_within("d2h_pageable_gbps", kOptionalRateGbps);
+        c.host.cpu_adam_params_per_s = h.number_within("cpu_adam_params_per_s", kParamsPerS);
         c.host.cpu_torch_adam_params_per_s =
-            h.has("cpu_torch_adam_params_per_s") ? positive(h, "cpu_torch_adam_params_per_s", true) : 0;
-        c.host.nvme_read_gbps = positive(h, "nvme_read_gbps", true);
-        c.host.nvme_write_gbps = positive(h, "nvme_write_gbps", true);
+            h.has("cpu_torch_adam_params_per_s") ? h.number_within("cpu_torch_adam_params_per_s", kParamsPerS) : 0;
+        c.host.nvme_read_gbps = h.number_within("nvme_read_gbps", kOptionalRateGbps);
+        c.host.nvme_write_gbps = h.number_within("nvme_write_gbps", kOptionalRateGbps);
     }
     if (root.has("overlap")) {
         JsonView o = root.at("overlap");
-        c.overlap.compute_slowdown_under_comm = o.number("compute_slowdown_under_comm");
-        c.overlap.comm_slowdown_under_compute = o.number("comm_slowdown_under_compute");
-        if (c.overlap.compute_slowdown_under_comm < 1.0) o.fail("compute_slowdown_under_comm", "expected >= 1");
-        if (c.overlap.comm_slowdown_under_compute < 1.0) o.fail("comm_slowdown_under_compute", "expected >= 1");
+        c.overlap.compute_slowdown_under_comm = o.number_within("compute_slowdown_under_comm", kSlowdown);
+        c.overlap.comm_slowdown_under_compute = o.number_within("comm_slowdown_under_compute", kSlowdown);
         // Optional: calibrations written before host interference was measured.
         for (auto [key, value] : {std::pair{"compute_slowdown_under_host", &c.overlap.compute_slowdown_under_host},
                                   std::pair{"host_slowdown_under_compute", &c.overlap.host_slowdown_under_compute}})
-            if (o.has(key)) {
-                *value = o.number(key);
-                if (*value < 1.0) o.fail(key, "expected >= 1");
-            }
+            if (o.has(key)) *value = o.number_within(key, kSlowdown);
     }
     return c;
 }
 
+}  // namespace
+
+Calibration calibration_from_json_text(const std::string& text, const std::string& file) {
+    return calibration_from_json(parse_json_text(text, file, "a dtsim calibration (JSON)"), file);
+}
+
 Calibration read_calibration(const std::string& path) {
-    Json j = read_json_file(path);  // names the file on I/O and syntax errors
-    return calibration_from_json_text(j.dump(), path);
+    return calibration_from_json_text(read_config_file(path), path);
 }
 
 void write_calibration(const Calibration& c, const std::string& path) {

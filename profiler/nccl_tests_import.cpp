@@ -41,6 +41,16 @@ constexpr const char* kKindFix =
     "name. Keep that line, or rename the file after the collective, e.g. all_reduce_perf.txt, all_gather_perf.json, "
     "reduce_scatter_perf.txt, broadcast_perf.txt or reduce_perf.txt";
 
+// Bounds of what nccl-tests can have measured. Each lies far beyond a real run,
+// so it refuses only a corrupt file, and keeps the fit's arithmetic finite.
+constexpr double kMaxSizeBytes = 1125899906842624.0;  // 1 PiB; nccl-tests sweeps up to a few GiB
+constexpr double kMaxTimeUs = 1e9;                    // 1,000 s for one collective is a broken run
+constexpr double kMaxBandwidthGbps = 1e6;             // no link reaches 1 PB/s
+constexpr std::int64_t kMaxRanks = 1 << 20;           // more GPUs than any cluster built
+constexpr std::size_t kMaxRowsPerRun = 10000;         // nccl-tests sweeps a few dozen sizes
+
+constexpr const char* kExpectedOutput = "nccl-tests output (the text a *_perf binary prints, or its -J JSON)";
+
 std::string lower(std::string_view s) {
     std::string out(s);
     for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -170,6 +180,11 @@ NcclTestsRun finish_run(const PendingRun& run, const std::string& text, const st
         throw ParseError(file, field, fmt::format("cannot tell which collective this table measures. {}", kKindFix));
     }
     out.nranks = run.preamble.rank_lines > 0 ? run.preamble.rank_lines : run.preamble.threads_times_gpus;
+    if (out.nranks == 1) {
+        throw ParseError(file, field,
+                         "the table was measured on 1 rank, where a collective moves no data; run nccl-tests on 2 or "
+                         "more GPUs (-g 2, or mpirun -np 2)");
+    }
     if (out.nranks <= 0) {
         throw ParseError(file, field,
                          "cannot tell how many ranks ran: keep nccl-tests' header with the `# nThread N nGpus N` line "
@@ -183,6 +198,7 @@ NcclTestsRun finish_run(const PendingRun& run, const std::string& text, const st
 }  // namespace
 
 std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const std::string& file) {
+    check_text(text, file, kExpectedOutput);
     static const std::regex library_version("nccl-library=([0-9]+)");
     static const std::regex headers_version("nccl-headers=([0-9]+)");
     static const std::regex nccl_version_line("NCCL version ([0-9]+\\.[0-9]+\\.[0-9]+)");
@@ -194,6 +210,7 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
     bool in_table = false;
     std::size_t time_col = 5;  // column of the out-of-place time
     std::size_t min_cols = 9;  // size count type redop root time algbw busbw #wrong
+    std::vector<std::string> header_cols;
     std::optional<PendingRun> current;
 
     auto close_sweep = [&] {
@@ -247,8 +264,14 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
                 preamble.collective_line = line_no;
             } else if (std::regex_search(body_s, m, nthread_line)) {
                 preamble_line();
-                preamble.threads_times_gpus = static_cast<int>(std::strtol(m[1].str().c_str(), nullptr, 10) *
-                                                               std::strtol(m[2].str().c_str(), nullptr, 10));
+                // Each at most kMaxRanks, so that their product cannot overflow.
+                const auto threads = parse_int(m[1].str()), gpus = parse_int(m[2].str());
+                if (!threads || !gpus || *threads > kMaxRanks || *gpus > kMaxRanks || *threads * *gpus > kMaxRanks)
+                    throw ParseError(file, fmt::format("line {}", line_no),
+                                     fmt::format("expected `nThread N nGpus G` with N x G at most {} ranks (more GPUs "
+                                                 "than any cluster built), found `{}`",
+                                                 kMaxRanks, m[0].str()));
+                preamble.threads_times_gpus = static_cast<int>(*threads * *gpus);
             } else if (starts_with(body, "Using devices")) {
                 preamble_line();
             } else if (starts_with(body, "Rank ")) {
@@ -266,8 +289,10 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
                                      "#wrong ...`");
                 }
                 close_sweep();
+                header_cols = cols;
                 time_col = static_cast<std::size_t>(it - cols.begin());
-                min_cols = static_cast<std::size_t>(wrong - cols.begin()) + 1;
+                // A row reaches #wrong and, from the time column, time algbw busbw #wrong.
+                min_cols = std::max(static_cast<std::size_t>(wrong - cols.begin()) + 1, time_col + 4);
                 in_table = true;
                 preamble_used = true;
             } else if (starts_with(body, "Out of bounds values") || starts_with(body, "Avg bus bandwidth")) {
@@ -279,7 +304,7 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
 
         // Not a comment: a data row inside a table, or noise (NCCL INFO lines, warnings).
         auto cols = split_ws(line);
-        if (!in_table || !is_all_digits(cols.front())) continue;
+        if (!in_table || cols.empty() || !is_all_digits(cols.front())) continue;
         std::string field = fmt::format("line {}", line_no);
         if (cols.size() < min_cols) {
             throw ParseError(file, field,
@@ -287,32 +312,49 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
                                          "time algbw busbw #wrong), found {}: `{}`",
                                          min_cols, cols.size(), raw));
         }
+        // Every error names the line and the column, as nccl-tests' header calls it.
+        auto at = [&](std::size_t col) {
+            return fmt::format("line {}, column {}", line_no, col < header_cols.size() ? header_cols[col] : "?");
+        };
         auto size = parse_int(cols[0]);
         auto count = parse_int(cols[1]);
+        if (!size || static_cast<double>(*size) > kMaxSizeBytes)
+            throw ParseError(file, at(0),
+                             fmt::format("expected the message size in bytes, an integer up to 2^50 (1 PiB; "
+                                         "nccl-tests sweeps up to a few GiB), found `{}`",
+                                         cols[0]));
+        if (!count)
+            throw ParseError(file, at(1), fmt::format("expected the element count, an integer, found `{}`", cols[1]));
         auto time = parse_double(cols[time_col]);
-        auto algbw = parse_double(cols[time_col + 1]);
-        auto busbw = parse_double(cols[time_col + 2]);
+        if (!time || *time <= 0 || *time > kMaxTimeUs) {
+            throw ParseError(file, at(time_col),
+                             fmt::format("expected the out-of-place time in microseconds, > 0 and <= 1e+09 (1,000 s "
+                                         "for one collective is a broken run), found `{}`",
+                                         cols[time_col]));
+        }
+        for (std::size_t col : {time_col + 1, time_col + 2}) {
+            auto bw = parse_double(cols[col]);
+            if (!bw || *bw < 0 || *bw > kMaxBandwidthGbps)
+                throw ParseError(file, at(col),
+                                 fmt::format("expected a bandwidth in GB/s, >= 0 and <= 1e+06 (no link reaches 1 "
+                                             "PB/s), found `{}`",
+                                             cols[col]));
+        }
         const std::string& wrong = cols[time_col + 3];
-        if (!size || !count) {
-            throw ParseError(file, field,
-                             fmt::format("expected integer size and count, found `{}` `{}`", cols[0], cols[1]));
-        }
-        if (!time || *time < 0) {
-            throw ParseError(file, field,
-                             fmt::format("expected the out-of-place time in microseconds, found `{}`", cols[time_col]));
-        }
-        if (!algbw || !busbw) {
-            throw ParseError(file, field,
-                             fmt::format("expected algbw and busbw numbers, found `{}` `{}`", cols[time_col + 1],
-                                         cols[time_col + 2]));
-        }
         if (wrong != "N/A" && !parse_double(wrong)) {
-            throw ParseError(file, field, fmt::format("expected #wrong to be a number or N/A, found `{}`", wrong));
+            throw ParseError(file, at(time_col + 3),
+                             fmt::format("expected #wrong to be a number or N/A, found `{}`", wrong));
         }
+        // nccl-tests -b 0 prints a row of 0 bytes: it moves no data, so it says nothing of a curve.
+        if (*size == 0) continue;
         if (current && !current->points.empty() && *size <= current->points.back().size_bytes) close_sweep();
         if (!current) {
             current = PendingRun{preamble, line_no, {}};
         }
+        if (current->points.size() >= kMaxRowsPerRun)
+            throw ParseError(file, fmt::format("line {}", line_no),
+                             fmt::format("more than {} rows in one sweep; nccl-tests sweeps a few dozen sizes",
+                                         kMaxRowsPerRun));
         current->points.push_back({*size, *time});
     }
     close_sweep();
@@ -329,10 +371,7 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
 }
 
 std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const std::string& file) {
-    Json doc = Json::parse(text, nullptr, false);
-    if (doc.is_discarded()) {
-        throw ParseError(file, "", "not valid JSON; expected the file nccl-tests writes with -J");
-    }
+    Json doc = parse_json_text(text, file, "the JSON nccl-tests writes with -J");
     JsonView root(doc, file);
     if (!doc.is_object()) root.fail("", "expected a JSON object (the file nccl-tests writes with -J)");
 
@@ -350,21 +389,32 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
 
     // Group size: the device list (one entry per rank, gathered over MPI), else
     // an explicit nranks/world_size, else threads x GPUs of this process.
-    int nranks = 0;
-    if (root.has("nranks")) nranks = static_cast<int>(root.integer("nranks"));
-    if (nranks <= 0 && root.has("world_size")) nranks = static_cast<int>(root.integer("world_size"));
+    const Bounds ranks{.min = 0, .max = static_cast<double>(kMaxRanks), .why_max = "more GPUs than any cluster built"};
+    std::int64_t nranks = 0;
+    if (root.has("nranks")) nranks = root.integer_within("nranks", ranks);
+    if (nranks <= 0 && root.has("world_size")) nranks = root.integer_within("world_size", ranks);
     if (root.has("config")) {
         JsonView config = root.at("config");
-        if (nranks <= 0 && config.has("nranks")) nranks = static_cast<int>(config.integer("nranks"));
-        if (nranks <= 0 && config.has("devices")) nranks = static_cast<int>(config.at("devices").size());
+        if (nranks <= 0 && config.has("nranks")) nranks = config.integer_within("nranks", ranks);
+        if (nranks <= 0 && config.has("devices"))
+            nranks = static_cast<std::int64_t>(config.at("devices").size_at_most(kMaxRanks, "devices (one per rank)"));
         if (nranks <= 0 && config.has("nthreads") && config.has("ngpus")) {
-            nranks = static_cast<int>(config.integer("nthreads") * config.integer("ngpus"));
+            nranks = config.integer_within("nthreads", ranks) * config.integer_within("ngpus", ranks);
+            if (nranks > kMaxRanks)
+                config.fail("ngpus", fmt::format("nthreads x ngpus = {} ranks; expected at most {} (more GPUs than "
+                                                 "any cluster built)",
+                                                 nranks, kMaxRanks));
         }
     }
     if (nranks <= 0) {
         root.fail("config",
                   "cannot tell how many ranks ran: expected config.devices (one per rank) or "
                   "config.nthreads and config.ngpus as nccl-tests writes them");
+    }
+    if (nranks == 1) {
+        root.fail("config",
+                  "the results were measured on 1 rank, where a collective moves no data; run nccl-tests on 2 or "
+                  "more GPUs (-g 2, or mpirun -np 2)");
     }
 
     // Collective: the command line, then the rows' experiment names, then the file name.
@@ -376,7 +426,7 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
         }
     }
     JsonView results = root.at("results");
-    std::size_t n = results.size();
+    std::size_t n = results.size_at_most(kMaxRowsPerRun, "result rows (nccl-tests sweeps a few dozen sizes)");
     for (std::size_t i = 0; !name && i < n; ++i) {
         JsonView row = results.at(i);
         if (row.has("experiment_name") && row.value()["experiment_name"].is_string()) {
@@ -392,18 +442,21 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
     std::vector<NcclTestsRun> out;
     for (std::size_t i = 0; i < n; ++i) {
         JsonView row = results.at(i);
-        std::int64_t size = row.integer("size");
-        if (size < 0) row.fail("size", "expected a size in bytes >= 0");
+        const std::int64_t size = row.integer_within(
+            "size", Bounds{.min = 0, .max = kMaxSizeBytes, .why_max = "1 PiB; nccl-tests sweeps up to a few GiB"});
         // Trace replay writes no out-of-place group; fall back to in-place.
         std::string group =
             row.has("out_of_place") && !row.value()["out_of_place"].is_null() ? "out_of_place" : "in_place";
         JsonView g = row.at(group);
         const char* time_key = g.has("time") ? "time" : "cpu_time";
         if (!g.has(time_key)) g.fail("time", "missing: expected `time` (or `cpu_time` with -C 1) in microseconds");
-        double t = g.number(time_key);
-        if (!std::isfinite(t) || t < 0) g.fail(time_key, "expected a time in microseconds >= 0");
+        const double t = g.number_within(
+            time_key, Bounds{.min = 0, .min_exclusive = true, .max = kMaxTimeUs,
+                             .why_max = "1,000 s for one collective is a broken run"});
+        // nccl-tests -b 0 writes a row of 0 bytes: it moves no data, so it says nothing of a curve.
+        if (size == 0) continue;
         if (out.empty() || (!out.back().points.empty() && size <= out.back().points.back().size_bytes)) {
-            out.push_back(NcclTestsRun{kind, nranks, {}, version});
+            out.push_back(NcclTestsRun{kind, static_cast<int>(nranks), {}, version});
         }
         out.back().points.push_back({size, t});
     }
@@ -411,17 +464,16 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
     return out;
 }
 
-std::vector<NcclTestsRun> read_nccl_tests(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw ParseError(path, "", "cannot open the file; check the path");
-    std::stringstream s;
-    s << in.rdbuf();
-    std::string text = s.str();
+std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text, const std::string& file) {
     // nccl-tests' text output starts with '#' or NCCL log lines, never '{': a
     // file that starts with '{' is JSON, and a syntax error in it is reported as such.
     std::size_t first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, path);
-    return parse_nccl_tests_text(text, path);
+    if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, file);
+    return parse_nccl_tests_text(text, file);
+}
+
+std::vector<NcclTestsRun> read_nccl_tests(const std::string& path) {
+    return parse_nccl_tests(read_config_file(path), path);
 }
 
 }  // namespace dtsim::profiler

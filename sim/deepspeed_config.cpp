@@ -7,6 +7,7 @@
 
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
+#include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
 
@@ -37,31 +38,50 @@ std::string number_text(double x) {
     return fmt::format("{}", x);
 }
 
-// A non-negative number (5e8 and 500000000 alike), or nothing for "auto".
-std::optional<double> count(const JsonView& obj, const std::string& key) {
+// The range a knob of the ZeRO strategy accepts (sim/strategies/zero.cpp), so
+// that a file's value is refused here, naming its field, rather than later as
+// if it had been given with --set.
+Bounds knob_bounds(const std::string& knob) {
+    Bounds b{.why_max = "larger sizes overflow the plan's 64-bit byte counts"};
+    for (const auto& spec : strategies().find("deepspeed").value.knobs)
+        if (spec.name == knob && spec.type == KnobType::number) {
+            b.min = spec.min_value;
+            b.min_exclusive = spec.min_exclusive;
+            b.max = spec.max_value;
+        }
+    return b;
+}
+
+// A number within the range of the knob it sets (5e8 and 500000000 alike), or
+// nothing for "auto".
+std::optional<double> count(const JsonView& obj, const std::string& key, const std::string& knob) {
     auto v = given(obj, key);
     if (!v) return std::nullopt;
     if (!v->value().is_number())
-        obj.fail(key, fmt::format("expected a number or \"auto\", found {}", v->value().dump()));
-    const double x = v->value().get<double>();
-    if (x < 0 || !std::isfinite(x)) obj.fail(key, fmt::format("expected a non-negative number, found {}", x));
-    return x;
+        obj.fail(key, fmt::format("expected a number or \"auto\", found {}", json_excerpt(v->value())));
+    return obj.number_within(key, knob_bounds(knob));
 }
 
-// A positive integer, or nothing for "auto".
-std::optional<std::int64_t> positive_integer(const JsonView& obj, const std::string& key) {
-    auto x = count(obj, key);
-    if (!x) return std::nullopt;
-    if (*x < 1 || *x != std::floor(*x) || *x > 1e15)
-        obj.fail(key, fmt::format("expected a positive integer, found {}", obj.at(key).value().dump()));
-    return static_cast<std::int64_t>(*x);
+// A positive integer up to `max` (why_max says why), or nothing for "auto".
+std::optional<std::int64_t> positive_integer(const JsonView& obj, const std::string& key, std::int64_t max,
+                                             std::string_view why_max) {
+    auto v = given(obj, key);
+    if (!v) return std::nullopt;
+    if (!v->value().is_number())
+        obj.fail(key, fmt::format("expected a positive integer or \"auto\", found {}", json_excerpt(v->value())));
+    const Bounds b{.min = 1, .max = static_cast<double>(max), .why_max = why_max};
+    const double x = obj.number(key);
+    if (x != std::floor(x))
+        obj.fail(key, fmt::format("expected {}, found {}", describe_bounds(b, "an integer"), json_excerpt(v->value())));
+    if (std::string why = check_bounds(x, b, "an integer"); !why.empty()) obj.fail(key, why);
+    return static_cast<std::int64_t>(x);
 }
 
 std::optional<bool> flag(const JsonView& obj, const std::string& key) {
     auto v = given(obj, key);
     if (!v) return std::nullopt;
     if (!v->value().is_boolean())
-        obj.fail(key, fmt::format("expected true, false or \"auto\", found {}", v->value().dump()));
+        obj.fail(key, fmt::format("expected true, false or \"auto\", found {}", json_excerpt(v->value())));
     return v->value().get<bool>();
 }
 
@@ -134,7 +154,7 @@ void read_offload(const JsonView& zero, const std::string& key, const std::strin
                   bool& pin) {
     if (!zero.has(key) || zero.at(key).value().is_null()) return;
     const JsonView o = zero.at(key);
-    if (!o.value().is_object()) zero.fail(key, fmt::format("expected an object, found {}", o.value().dump()));
+    if (!o.value().is_object()) zero.fail(key, fmt::format("expected an object, found {}", json_excerpt(o.value())));
     static constexpr std::array<std::string_view, 6> common = {"device",       "nvme_path",   "pin_memory",
                                                                "buffer_count", "buffer_size", "max_in_cpu"};
     static constexpr std::array<std::string_view, 5> optimizer_only = {"pipeline_read", "pipeline_write", "fast_init",
@@ -166,7 +186,7 @@ void read_zero(const JsonView& root, Config& config) {
                   "zero_optimization.stage 1, 2 or 3, or simulate --strategy ddp");
     const JsonView zero = root.at("zero_optimization");
     if (!zero.value().is_object())
-        root.fail("zero_optimization", fmt::format("expected an object, found {}", zero.value().dump()));
+        root.fail("zero_optimization", fmt::format("expected an object, found {}", json_excerpt(zero.value())));
     for (const auto& [key, value] : zero.value().items()) {
         (void)value;
         if (!known_zero_key(key))
@@ -183,7 +203,7 @@ void read_zero(const JsonView& root, Config& config) {
     if (!is_auto(zero.at("stage").value())) {
         const Json& v = zero.at("stage").value();
         if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 3)
-            zero.fail("stage", fmt::format("expected 0, 1, 2 or 3, found {}", v.dump()));
+            zero.fail("stage", fmt::format("expected 0, 1, 2 or 3, found {}", json_excerpt(v)));
         if (v.get<std::int64_t>() == 0)
             zero.fail("stage",
                       "stage 0 is DeepSpeed without ZeRO (plain data parallelism): dtsim simulates stages 1-3; use "
@@ -191,11 +211,11 @@ void read_zero(const JsonView& root, Config& config) {
         config.knobs.emplace_back("stage", std::to_string(v.get<std::int64_t>()));
     }
     for (const char* key : {"reduce_bucket_size", "allgather_bucket_size", "sub_group_size"})
-        if (auto x = count(zero, key)) config.knobs.emplace_back(key, number_text(*x));
+        if (auto x = count(zero, key, key)) config.knobs.emplace_back(key, number_text(*x));
     for (const auto& a : kStage3Numbers) {
         // DeepSpeed reads either spelling; the stage3_ one is what configs use.
-        if (auto x = count(zero, a.field)) config.knobs.emplace_back(a.knob, number_text(*x));
-        if (auto x = count(zero, a.knob)) config.knobs.emplace_back(a.knob, number_text(*x));
+        if (auto x = count(zero, a.field, a.knob)) config.knobs.emplace_back(a.knob, number_text(*x));
+        if (auto x = count(zero, a.knob, a.knob)) config.knobs.emplace_back(a.knob, number_text(*x));
     }
     for (const char* key :
          {"overlap_comm", "contiguous_gradients", "reduce_scatter", "use_multi_rank_bucket_allreduce"})
@@ -211,7 +231,9 @@ void read_zero(const JsonView& root, Config& config) {
     if (pin) config.knobs.emplace_back("pin_memory", "true");
 
     // ZeRO++ changes the communication volume, which dtsim does not model.
-    if (auto h = count(zero, "zero_hpz_partition_size"); h && *h > 1)
+    if (auto h = positive_integer(zero, "zero_hpz_partition_size", Config::kMaxWorldSize,
+                                  "more GPUs than any cluster built");
+        h && *h > 1)
         zero.fail("zero_hpz_partition_size",
                   "ZeRO++ hierarchical partitioning (hpZ) is not modelled; remove it or "
                   "set it to 1");
@@ -228,7 +250,7 @@ void read_precision(const JsonView& root, Config& config) {
     auto enabled = [&](const char* section) -> std::optional<bool> {
         if (!root.has(section)) return std::nullopt;
         const JsonView s = root.at(section);
-        if (!s.value().is_object()) root.fail(section, fmt::format("expected an object, found {}", s.value().dump()));
+        if (!s.value().is_object()) root.fail(section, fmt::format("expected an object, found {}", json_excerpt(s.value())));
         if (s.has("enabled") && is_auto(s.at("enabled").value())) any_auto = true;
         // A section without "enabled" is disabled (DeepSpeed's default).
         if (!s.has("enabled")) return false;
@@ -250,17 +272,21 @@ void read_precision(const JsonView& root, Config& config) {
 // train_batch_size = train_micro_batch_size_per_gpu x gradient_accumulation_steps
 // x data-parallel world (formats.md §4); DeepSpeed derives a missing one.
 void read_batch(const JsonView& root, Config& config) {
-    const auto micro = positive_integer(root, "train_micro_batch_size_per_gpu");
-    const auto accum = positive_integer(root, "gradient_accumulation_steps");
-    const auto total = positive_integer(root, "train_batch_size");
-    if (accum && *accum > std::numeric_limits<int>::max())
-        root.fail("gradient_accumulation_steps", fmt::format("{} is too large", *accum));
+    // The bounds keep micro x accumulation x world within 64 bits.
+    const auto micro = positive_integer(root, "train_micro_batch_size_per_gpu", Config::kMaxMicroBatch,
+                                        "a larger micro-batch fits in no device's memory");
+    const auto accum = positive_integer(root, "gradient_accumulation_steps", Config::kMaxGradAccum,
+                                        "more micro-steps than any training step runs");
+    const auto total = positive_integer(root, "train_batch_size",
+                                        Config::kMaxMicroBatch * Config::kMaxGradAccum * Config::kMaxWorldSize,
+                                        "the largest micro-batch x accumulation x world size");
     if (micro) config.micro_batch = *micro;
     if (accum) config.grad_accum = static_cast<int>(*accum);
     if (!total) return;
     // The world size is the Config's topology, set before this is called.
-    const std::int64_t world = config.topology.world_size();
-    if (world < 1) return;
+    // In 64 bits: validate() has not yet bounded the topology.
+    const std::int64_t world = std::int64_t{config.topology.nodes} * config.topology.gpus_per_node;
+    if (world < 1 || world > Config::kMaxWorldSize) return;  // validate() reports the topology
     if (micro && accum) {
         if (*total != *micro * *accum * world)
             root.fail("train_batch_size",
@@ -272,16 +298,28 @@ void read_batch(const JsonView& root, Config& config) {
             root.fail("train_batch_size", fmt::format("{} is not divisible by train_micro_batch_size_per_gpu {} x {} "
                                                       "GPUs",
                                                       *total, *micro, world));
+        if (*total / (*micro * world) > Config::kMaxGradAccum)
+            root.fail("train_batch_size", fmt::format("{} / (train_micro_batch_size_per_gpu {} x {} GPUs) is more than "
+                                                      "{} accumulation steps, more than any training step runs",
+                                                      *total, *micro, world, Config::kMaxGradAccum));
         config.grad_accum = static_cast<int>(*total / (*micro * world));
     } else if (accum) {
         if (*total % (*accum * world) != 0)
             root.fail("train_batch_size", fmt::format("{} is not divisible by gradient_accumulation_steps {} x {} GPUs",
                                                       *total, *accum, world));
+        if (*total / (*accum * world) > Config::kMaxMicroBatch)
+            root.fail("train_batch_size", fmt::format("{} / (gradient_accumulation_steps {} x {} GPUs) is a micro-batch "
+                                                      "above {}, which fits in no device's memory",
+                                                      *total, *accum, world, Config::kMaxMicroBatch));
         config.micro_batch = *total / (*accum * world);
     } else if (!root.has("train_micro_batch_size_per_gpu") && !root.has("gradient_accumulation_steps")) {
         // Only the total: DeepSpeed takes gradient_accumulation_steps = 1.
         if (*total % world != 0)
             root.fail("train_batch_size", fmt::format("{} is not divisible by {} GPUs", *total, world));
+        if (*total / world > Config::kMaxMicroBatch)
+            root.fail("train_batch_size", fmt::format("{} / {} GPUs is a micro-batch above {}, which fits in no "
+                                                      "device's memory",
+                                                      *total, world, Config::kMaxMicroBatch));
         config.micro_batch = *total / world;
         config.grad_accum = 1;
     }
@@ -290,7 +328,11 @@ void read_batch(const JsonView& root, Config& config) {
 }  // namespace
 
 void apply_deepspeed_config(const std::string& path, Config& config) {
-    const Json json = read_json_file(path);
+    apply_deepspeed_config_text(read_config_file(path), path, config);
+}
+
+void apply_deepspeed_config_text(const std::string& text, const std::string& path, Config& config) {
+    const Json json = parse_json_text(text, path, "a DeepSpeed config (a JSON object)");
     const JsonView root(json, path);
     if (!json.is_object()) root.fail("", fmt::format("expected a JSON object, found {}", json.type_name()));
     Config out = config;  // nothing changes unless the whole file is valid

@@ -157,7 +157,7 @@ TEST_CASE("nccl-tests import: a malformed row names its line", "[nccl_tests]") {
     // Line 21 is the 65536-byte row.
     auto msg = parse_error(
         [&] { parse_nccl_tests_text(replace(text, "    18.94    3.46", "    18.x4    3.46"), "ar.txt"); }, &field);
-    CHECK(field == "line 21");
+    CHECK(field == "line 21, column time");
     CHECK_THAT(msg, Catch::Contains("ar.txt") && Catch::Contains("line 21") && Catch::Contains("18.x4"));
 
     // A truncated row (the run died mid-line).

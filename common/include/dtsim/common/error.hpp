@@ -11,7 +11,9 @@ namespace dtsim {
 // sentences that say what was wrong and how to fix it.
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    // what() is always one line: control characters that came from a user's
+    // input (a newline inside a JSON string, a tab in an argument) are escaped.
+    explicit Error(const std::string& what);
     virtual int exit_code() const { return 2; }
 };
 

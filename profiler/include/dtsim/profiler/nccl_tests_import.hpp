@@ -20,6 +20,7 @@ struct NcclTestsRun {
 std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const std::string& file);
 std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const std::string& file);
 // Either form, by content.
+std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text, const std::string& file);
 std::vector<NcclTestsRun> read_nccl_tests(const std::string& path);
 
 }  // namespace dtsim::profiler

@@ -13,5 +13,7 @@ namespace dtsim::sim {
 // rather than "auto", micro_batch, grad_accum and precision). Errors name the
 // file and the JSON field (ParseError).
 void apply_deepspeed_config(const std::string& path, Config& config);
+// The same from the file's text; `path` names it in errors.
+void apply_deepspeed_config_text(const std::string& text, const std::string& path, Config& config);
 
 }  // namespace dtsim::sim
