@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/*_fuzz.cpp, clang, build/fuzz) and runs
+# each for SECONDS (default 60), one after another. Prints per target the
+# executions, executions per second, coverage gained over the seed corpus
+# and crashes; exits non-zero if any target crashed. Crash inputs are kept in
+# build/fuzz/crashes/<target>-crash-<sha1> (replay: build/fuzz/fuzz/<target>_fuzz FILE);
+# the corpus each run grows is kept in build/fuzz/corpus/<target>. Seeds come
+# from fuzz/corpus/<target>/ and a dictionary of field names and edge numbers
+# from fuzz/dict/<target>.dict, where they exist.
+#
+#   scripts/fuzz.sh            # 60 s per target
+#   scripts/fuzz.sh 1800       # the 30-minute runs
+#   FUZZ_TARGETS="knobs calibration" scripts/fuzz.sh 300
+set -euo pipefail
+
+seconds="${1:-60}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build/fuzz"
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTSIM_FUZZ=ON \
+    -DDTSIM_ENABLE_CUDA=OFF -DBUILD_TESTING=OFF >"$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log"; exit 1; }
+
+targets=()
+if [[ -n "${FUZZ_TARGETS:-}" ]]; then
+    read -r -a targets <<<"$FUZZ_TARGETS"
+else
+    for f in "$root"/fuzz/*_fuzz.cpp; do
+        name="$(basename "$f" .cpp)"
+        targets+=("${name%_fuzz}")
+    done
+fi
+
+# Only the targets fuzz/CMakeLists.txt declares (a new file may not be wired yet).
+known=()
+for t in "${targets[@]}"; do
+    if ninja -C "$build" -t targets all 2>/dev/null | grep -q "^fuzz/${t}_fuzz:"; then
+        known+=("$t")
+    else
+        echo "fuzz/${t}_fuzz.cpp: no ${t}_fuzz target in fuzz/CMakeLists.txt; skipped" >&2
+    fi
+done
+[[ ${#known[@]} -gt 0 ]] || { echo "no fuzz targets to run" >&2; exit 1; }
+cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${known[@]/%/_fuzz}"
+
+mkdir -p "$build/crashes" "$build/logs"
+failed=0
+printf '%-18s %12s %9s %16s %8s\n' target executions exec/s "new coverage" crashes
+for t in "${known[@]}"; do
+    corpus="$build/corpus/$t"
+    mkdir -p "$corpus"
+    seeds=()
+    [[ -d "$root/fuzz/corpus/$t" ]] && seeds=("$root/fuzz/corpus/$t")
+    dict=()
+    [[ -f "$root/fuzz/dict/$t.dict" ]] && dict=("-dict=$root/fuzz/dict/$t.dict")
+    log="$build/logs/$t.log"
+    before=$(find "$build/crashes" -maxdepth 1 -name "$t-*" | wc -l)
+    set +e
+    "$build/fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$build/crashes/$t-" "${dict[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1
+    rc=$?
+    set -e
+    after=$(find "$build/crashes" -maxdepth 1 -name "$t-*" | wc -l)
+    execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    cov0=$(grep -o 'INITED cov: [0-9]*' "$log" | grep -o '[0-9]*$' | head -1)
+    cov1=$(grep -o 'cov: [0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    crashes=$((after - before))
+    if [[ $rc -ne 0 && $crashes -eq 0 ]]; then crashes=1; fi  # died before writing an artifact
+    printf '%-18s %12s %9s %16s %8s\n' "$t" "${execs:-?}" "${rate:-?}" \
+        "+$(( ${cov1:-0} - ${cov0:-0} )) (${cov0:-?}->${cov1:-?})" "$crashes"
+    if [[ $crashes -ne 0 ]]; then
+        failed=1
+        echo "  $t crashed; log $log; inputs:" >&2
+        find "$build/crashes" -maxdepth 1 -name "$t-*" -print | sed 's/^/    /' >&2 || true
+    fi
+done
+exit $failed
