@@ -67,7 +67,7 @@ TEST_CASE("dtsim import --format json carries the figures in ns and bytes") {
     CHECK(j["collectives"][0]["straggler_rank"] == 1);
 }
 
-TEST_CASE("dtsim import: help with an example; a malformed trace is one line and exit code 2") {
+TEST_CASE("dtsim import: help with an example, and a malformed trace is one line and exit code 2") {
     TempDir scratch;
     const ImportRun help = run_import("import --help", scratch);
     CHECK(help.exit_code == 0);

@@ -174,7 +174,7 @@ TEST_CASE("gloo CPU trace: the main thread's breakdown, gloo pairing, sizes and 
     CHECK(found);
 }
 
-TEST_CASE("--step picks one step; a trace without steps is analysed whole") {
+TEST_CASE("a chosen step is analysed alone, and a trace without steps is analysed whole") {
     const TraceModel gloo = read_trace(data("gloo_cpu"));
     CHECK(analyze_trace(gloo, AnalysisOptions{.step = 5, .top_k = 3}).steps.size() == 2);
     const TraceAnalysis none = analyze_trace(gloo, AnalysisOptions{.step = 6, .top_k = 3});

@@ -181,7 +181,7 @@ TEST_CASE("B/E events are matched per track in time order, whatever the file ord
     CHECK(outer.kind == SpanKind::compute);
 }
 
-TEST_CASE("flows bind to the enclosing slice (bp e) or the next slice; unmatched ends are counted") {
+TEST_CASE("flows bind to the enclosing slice (bp e) or the next slice, and unmatched ends are counted") {
     const TraceModel m = read_trace(data("flows.json"));
     REQUIRE(m.flows.size() == 2);
     const auto name_of = [&](std::int32_t span) { return std::string(m.str(m.spans[static_cast<std::size_t>(span)].name)); };
