@@ -134,6 +134,14 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
         err += rel * rel;
     }
     curve.fit_error = std::sqrt(err / static_cast<double>(x.size()));
+    // The calibration reader's bounds (calibration_json.cpp): a curve past them
+    // would be written into a calibration that dtsim then refuses to read.
+    if (curve.bus_bw_gbps > 1e6 || curve.latency_us > 1e9 || !(curve.fit_error <= 1e6))
+        throw Error(fmt::format("the {} points on {} ranks imply a bus bandwidth of {:.0f} GB/s, a latency of {:g} us "
+                                "and a fit error of {:g}: no link reaches 1 PB/s and no collective takes 1,000 s; "
+                                "check that sizes are in bytes and times in microseconds",
+                                calib::to_string(kind), group_size, curve.bus_bw_gbps, curve.latency_us,
+                                curve.fit_error));
     return curve;
 }
 
