@@ -50,8 +50,14 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
             case KnobType::number: {
                 double x;
                 if (value == "auto" && spec->default_value == "auto") break;
-                if (!parse_number(value, x))
+                if (!parse_number(value, x)) {
+                    double ignored = 0;
+                    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), ignored);
+                    if (ec == std::errc::result_out_of_range && ptr == value.data() + value.size())
+                        throw ConfigError(fmt::format("--set {}={}: expected a finite number (this one overflows a "
+                                                      "double)", name, value));
                     throw ConfigError(fmt::format("--set {}={}: expected a number", name, value));
+                }
                 if (!std::isfinite(x))
                     throw ConfigError(fmt::format("--set {}={}: expected a finite number", name, value));
                 if (x > spec->max_value)

@@ -294,8 +294,10 @@ TEST_CASE("numbers a simulation cannot mean are refused with the field and the b
         {"--set bucket_cap_mb=nan", "dtsim: error: --set bucket_cap_mb=nan: expected a finite number\n"},
         {"--set bucket_cap_mb=inf", "dtsim: error: --set bucket_cap_mb=inf: expected a finite number\n"},
         {"--set bucket_cap_mb=1e300",
-         "dtsim: error: --set bucket_cap_mb=1e300: must be <= 1e+15 (larger sizes overflow the plan's 64-bit byte "
+         "dtsim: error: --set bucket_cap_mb=1e300: must be <= 1e+12 (larger sizes overflow the plan's 64-bit byte "
          "counts)\n"},
+        {"--set bucket_cap_mb=1e999",
+         "dtsim: error: --set bucket_cap_mb=1e999: expected a finite number (this one overflows a double)\n"},
         {"--seq-len 0", "dtsim: error: --seq-len must be >= 1 (got 0); omit it for the model's context length\n"},
         {"--nodes 100000000",
          "dtsim: error: --nodes must be <= 1048576 (more GPUs than any cluster built; got 100000000)\n"},

@@ -98,7 +98,8 @@ void check_equals_reference(const Case& k, int world) {
     REQUIRE(r.parameters.size() == ref.params.size());
     for (std::size_t p = 0; p < ref.params.size(); ++p) {
         INFO("parameter " << p);
-        CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) < 1e-5);
+        CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) <
+              test::parameter_tolerance(k.opt == sim::OptimizerKind::adam));
     }
     REQUIRE(r.loss.size() == ref.loss.size());
     for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(r.loss[s] == Approx(ref.loss[s]).epsilon(1e-5));

@@ -18,14 +18,14 @@ struct KnobSpec {
     std::vector<std::string> choices;  // KnobType::choice
     double min_value = 0;              // KnobType::number: lower bound
     bool min_exclusive = false;        // the bound itself is invalid (sizes must be > 0)
-    // KnobType::number: upper bound. No size (MiB, elements, bytes) or count a
-    // strategy takes comes near 1e15, and larger values overflow the int64
-    // byte counts the plan is built from.
-    double max_value = 1e15;
     // "key=value" or "key=a|b": the knob means something only when knob `key`
     // has one of those values (a hook's knobs, offload settings). Setting it
     // otherwise is an error.
     std::string applies_when = {};
+    // KnobType::number: upper bound. Sizes in MiB become bytes in int64 (2^63
+    // bytes is 8.8e12 MiB), so 1e12 keeps every product in range; no size or
+    // count a strategy takes comes near it.
+    double max_value = 1e12;
 };
 
 class Knobs {
