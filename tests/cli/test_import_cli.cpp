@@ -34,12 +34,7 @@ ImportRun run_import(const std::string& args, const TempDir& scratch) {
 
 }  // namespace
 
-// KNOWN FAILURE (reported, not hidden: Catch prints it): on the final code rank 1's
-// idle causes come out "not computable" (its one ac2g flow is not bound to the kernel),
-// so the idle-cause check and the golden row for rank 1 fail. Found at the end of the
-// session that wrote the reader; tracked in the trace-import issue. Remove [!mayfail]
-// with the fix.
-TEST_CASE("dtsim import prints the steps, breakdown, kernels and collectives of a Kineto trace directory", "[!mayfail]") {
+TEST_CASE("dtsim import prints the steps, breakdown, kernels and collectives of a Kineto trace directory") {
     TempDir scratch;
     const ImportRun r = run_import("import tests/data/traces/kineto_gpu", scratch);
     CHECK(r.exit_code == 0);

@@ -38,12 +38,7 @@ const OpSummary& op_of(const TraceAnalysis& a, std::int32_t rank, std::string_vi
 
 }  // namespace
 
-// KNOWN FAILURE (reported, not hidden: Catch prints it): on the final code rank 1's
-// idle causes come out "not computable" (its one ac2g flow is not bound to the kernel),
-// so the idle-cause check and the golden row for rank 1 fail. Found at the end of the
-// session that wrote the reader; tracked in the trace-import issue. Remove [!mayfail]
-// with the fix.
-TEST_CASE("Kineto GPU trace: breakdown, overlap, idle causes, kernels and NCCL bandwidth by hand", "[!mayfail]") {
+TEST_CASE("Kineto GPU trace: breakdown, overlap, idle causes, kernels and NCCL bandwidth by hand") {
     const TraceModel m = read_trace(data("kineto_gpu"));
     const TraceAnalysis a = analyze_trace(m);
     REQUIRE(a.steps.size() == 2);
