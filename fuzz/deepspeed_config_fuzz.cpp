@@ -5,6 +5,7 @@
 #include "dtsim/sim/knobs.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "fuzz_main.hpp"
+#include "read_knobs.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     dtsim::fuzz::expect_only_user_errors([&] {
@@ -12,14 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         config.model = "gpt2";
         config.topology = {.nodes = 2, .gpus_per_node = 8};
         dtsim::sim::apply_deepspeed_config_text(dtsim::fuzz::text_of(data, size), "ds_config.json", config);
-        config.validate();
-        const auto& strategy = dtsim::sim::strategies().find(config.strategy).value;
-        const dtsim::sim::Knobs knobs(config.strategy, strategy.knobs, config.knobs);
-        for (const auto& spec : strategy.knobs) {
-            if (!knobs.applies(spec.name)) continue;
-            if (spec.type == dtsim::sim::KnobType::number && knobs.text(spec.name) != "auto") (void)knobs.number(spec.name);
-            if (spec.type == dtsim::sim::KnobType::boolean) (void)knobs.boolean(spec.name);
-        }
+        dtsim::fuzz::read_every_knob(config);
     });
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "fuzz_main.hpp"
+#include "read_knobs.hpp"
 
 #include <sstream>
 
@@ -25,14 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (eq == std::string::npos || eq == 0) continue;  // the CLI refuses these before the parser
             config.knobs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
         }
-        config.validate();
-        const auto& strategy = dtsim::sim::strategies().find(config.strategy).value;
-        const dtsim::sim::Knobs knobs(config.strategy, strategy.knobs, config.knobs);
-        for (const auto& spec : strategy.knobs) {
-            if (!knobs.applies(spec.name)) continue;
-            if (spec.type == dtsim::sim::KnobType::number && knobs.text(spec.name) != "auto") (void)knobs.number(spec.name);
-            if (spec.type == dtsim::sim::KnobType::boolean) (void)knobs.boolean(spec.name);
-        }
+        dtsim::fuzz::read_every_knob(config);
         (void)dtsim::sim::lower(dtsim::sim::build_workload(config), config);
     });
     return 0;
