@@ -83,15 +83,23 @@ grep -q 'dtsim: error on rank 1: injected task failure (DTSIM_FAULT_INJECT) at s
 
 # Rank 1 may use only 1.5 GiB of address space (a real ulimit -v) and the model's
 # parameters, gradients and Adam state need more: it says so and the job stops.
-start=$SECONDS
-timeout 60 mpirun -np 1 "$dtsim" execute --model mlp-4x8192 --micro-batch 8 --steps 3 --fault-timeout 5 \
-  : -np 1 bash -c 'ulimit -v 1572864 && exec "$0" "$@"' "$dtsim" execute --model mlp-4x8192 --micro-batch 8 \
-  --steps 3 --fault-timeout 5 > nomem.out 2> nomem.err
-rc=$?; secs=$((SECONDS - start))
-echo "== nomem: exit status $rc after ${secs} s"; cat nomem.out nomem.err
-[ "$rc" -ne 0 ] || fail "nomem: exit status 0"
-[ "$secs" -le 30 ] || fail "nomem: took ${secs} s (> 30 s)"
-grep -Eq 'dtsim: error on rank 1: out of memory' nomem.err || fail "nomem: no message naming rank 1 and the cause"
+# Under AddressSanitizer (the asan preset) this case cannot run: ASan reserves
+# terabytes of shadow address space that ulimit -v takes away, and its
+# operator new aborts where the release build's throws std::bad_alloc. The
+# release suite runs it.
+if ldd "$dtsim" | grep -q 'libasan'; then
+  echo "SKIP nomem: $dtsim is built with AddressSanitizer, which cannot run under ulimit -v and aborts instead of throwing bad_alloc; the release build's run of this script covers it"
+else
+  start=$SECONDS
+  timeout 60 mpirun -np 1 "$dtsim" execute --model mlp-4x8192 --micro-batch 8 --steps 3 --fault-timeout 5 \
+    : -np 1 bash -c 'ulimit -v 1572864 && exec "$0" "$@"' "$dtsim" execute --model mlp-4x8192 --micro-batch 8 \
+    --steps 3 --fault-timeout 5 > nomem.out 2> nomem.err
+  rc=$?; secs=$((SECONDS - start))
+  echo "== nomem: exit status $rc after ${secs} s"; cat nomem.out nomem.err
+  [ "$rc" -ne 0 ] || fail "nomem: exit status 0"
+  [ "$secs" -le 30 ] || fail "nomem: took ${secs} s (> 30 s)"
+  grep -Eq 'dtsim: error on rank 1: out of memory' nomem.err || fail "nomem: no message naming rank 1 and the cause"
+fi
 
 # ZeRO-3 with NVMe offload writes real files to --io-dir; here it is a 16 MiB
 # tmpfs (in a private mount namespace), too small for both ranks' files.
