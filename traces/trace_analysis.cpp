@@ -379,24 +379,23 @@ private:
         return false;
     }
 
-    void summarize_ops(std::int32_t r, const RankView& v, const std::vector<Window>& ws) {
-        std::map<StringId, OpSummary> by_name;
+    // Count, total, min, max and mean duration per span name over the rank's
+    // tracks, for the spans keep(track, span) accepts, largest total first.
+    // make(span) fills a summary's identity (rank, name, kind).
+    template <class Summary, class Keep, class Make>
+    std::vector<Summary> tally_by_name(const RankView& v, Keep keep, Make make) {
+        std::map<StringId, Summary> by_name;
         for (std::int32_t t : v.tracks) {
             const Track& tr = track(t);
             for_spans(t, [&](std::int32_t, const Span& s) {
-                if (!counts_as_op(v, tr, s)) return;
-                if (!in_any(s, ws, tr.kind == TrackKind::gpu_stream)) return;
+                if (!keep(tr, s)) return;
                 auto [it, fresh] = by_name.try_emplace(s.name);
-                OpSummary& o = it->second;
+                Summary& o = it->second;
                 if (fresh) {
-                    o = OpSummary{.rank = r,
-                                  .name = std::string(m_.str(s.name)),
-                                  .kind = s.kind,
-                                  .count = 0,
-                                  .total_ns = 0,
-                                  .min_ns = s.dur_ns,
-                                  .max_ns = s.dur_ns,
-                                  .mean_ns = 0};
+                    o = make(s);
+                    o.count = 0;
+                    o.total_ns = 0;
+                    o.min_ns = o.max_ns = s.dur_ns;
                 }
                 ++o.count;
                 o.total_ns += s.dur_ns;
@@ -404,48 +403,35 @@ private:
                 o.max_ns = std::max(o.max_ns, s.dur_ns);
             });
         }
-        std::vector<OpSummary> ops;
+        std::vector<Summary> list;
         for (auto& [id, o] : by_name) {
             o.mean_ns = static_cast<double>(o.total_ns) / static_cast<double>(o.count);
-            ops.push_back(std::move(o));
+            list.push_back(std::move(o));
         }
-        std::sort(ops.begin(), ops.end(), [](const OpSummary& a, const OpSummary& b) {
+        std::sort(list.begin(), list.end(), [](const Summary& a, const Summary& b) {
             return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
         });
+        return list;
+    }
+
+    void summarize_ops(std::int32_t r, const RankView& v, const std::vector<Window>& ws) {
+        auto ops = tally_by_name<OpSummary>(
+            v,
+            [&](const Track& tr, const Span& s) {
+                return counts_as_op(v, tr, s) && in_any(s, ws, tr.kind == TrackKind::gpu_stream);
+            },
+            [&](const Span& s) { return OpSummary{.rank = r, .name = std::string(m_.str(s.name)), .kind = s.kind}; });
         if (ops.size() > o_.top_k) ops.resize(o_.top_k);
         out_.top_ops.insert(out_.top_ops.end(), ops.begin(), ops.end());
     }
 
     void summarize_annotations(std::int32_t r, const RankView& v, const std::vector<Window>& ws) {
-        std::map<StringId, AnnotationSummary> by_name;
-        for (std::int32_t t : v.tracks) {
-            for_spans(t, [&](std::int32_t, const Span& s) {
-                if (!category_is(s, "user_annotation")) return;
-                if (o_.step >= 0 && !in_any(s, ws, false)) return;
-                auto [it, fresh] = by_name.try_emplace(s.name);
-                AnnotationSummary& a = it->second;
-                if (fresh)
-                    a = AnnotationSummary{.rank = r,
-                                          .name = std::string(m_.str(s.name)),
-                                          .count = 0,
-                                          .total_ns = 0,
-                                          .min_ns = s.dur_ns,
-                                          .max_ns = s.dur_ns,
-                                          .mean_ns = 0};
-                ++a.count;
-                a.total_ns += s.dur_ns;
-                a.min_ns = std::min(a.min_ns, s.dur_ns);
-                a.max_ns = std::max(a.max_ns, s.dur_ns);
-            });
-        }
-        std::vector<AnnotationSummary> list;
-        for (auto& [id, a] : by_name) {
-            a.mean_ns = static_cast<double>(a.total_ns) / static_cast<double>(a.count);
-            list.push_back(std::move(a));
-        }
-        std::sort(list.begin(), list.end(), [](const AnnotationSummary& a, const AnnotationSummary& b) {
-            return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
-        });
+        const auto list = tally_by_name<AnnotationSummary>(
+            v,
+            [&](const Track&, const Span& s) {
+                return category_is(s, "user_annotation") && (o_.step < 0 || in_any(s, ws, false));
+            },
+            [&](const Span& s) { return AnnotationSummary{.rank = r, .name = std::string(m_.str(s.name))}; });
         out_.annotations.insert(out_.annotations.end(), list.begin(), list.end());
     }
 
