@@ -11,6 +11,7 @@
 #   scripts/fuzz.sh            # 60 s per target
 #   scripts/fuzz.sh 1800       # the 30-minute runs
 #   FUZZ_TARGETS="knobs calibration" scripts/fuzz.sh 300
+#   FUZZ_PARALLEL=2 scripts/fuzz.sh 1800   # two targets at a time (one per core)
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -46,7 +47,8 @@ cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${known[@]/%/_fuzz}"
 mkdir -p "$build/crashes" "$build/logs"
 failed=0
 printf '%-18s %12s %9s %16s %8s\n' target executions exec/s "new coverage" crashes
-for t in "${known[@]}"; do
+fuzz_one() {
+    local t="$1" corpus seeds dict log before rc after execs rate cov0 cov1 crashes
     corpus="$build/corpus/$t"
     mkdir -p "$corpus"
     seeds=()
@@ -70,9 +72,22 @@ for t in "${known[@]}"; do
     printf '%-18s %12s %9s %16s %8s\n' "$t" "${execs:-?}" "${rate:-?}" \
         "+$(( ${cov1:-0} - ${cov0:-0} )) (${cov0:-?}->${cov1:-?})" "$crashes"
     if [[ $crashes -ne 0 ]]; then
-        failed=1
+        touch "$build/logs/$t.failed"
         echo "  $t crashed; log $log; inputs:" >&2
         find "$build/crashes" -maxdepth 1 -name "$t-*" -print | sed 's/^/    /' >&2 || true
     fi
+}
+
+parallel="${FUZZ_PARALLEL:-1}"
+rm -f "$build"/logs/*.failed
+for t in "${known[@]}"; do
+    if [[ $parallel -le 1 ]]; then
+        fuzz_one "$t"
+    else
+        while [[ $(jobs -rp | wc -l) -ge $parallel ]]; do wait -n || true; done
+        fuzz_one "$t" &
+    fi
 done
+wait
+ls "$build"/logs/*.failed >/dev/null 2>&1 && failed=1
 exit $failed
