@@ -555,7 +555,16 @@ void lower_stage3(Lowering& s) {
         std::size_t rs_head = reductions.size();
 
         std::int32_t hook = -1;  // the host hook of the submodule being fetched
+        // Layers whose parameters are gathered or in flight (ds_status not
+        // NOT_AVAILABLE), and layers the prefetcher passed over in that state
+        // on their backward use: fetch_sub_module's prefetch loop skips such a
+        // parameter, records the skipped use, and __params_to_release then keeps
+        // it gathered after forward, so its backward needs no all-gather
+        // (DeepSpeed partitioned_param_coordinator.py, fetch_sub_module and
+        // __params_to_release).
+        std::vector<char> available(static_cast<std::size_t>(nl), 0), held(static_cast<std::size_t>(nl), 0);
         auto issue = [&](std::size_t pos) {
+            available[static_cast<std::size_t>(trace[pos])] = 1;
             const Layer3& li = layers[static_cast<std::size_t>(trace[pos])];
             std::int32_t deps[] = {gate_compute, gate_gather, hook};
             std::int32_t prev = -1;
@@ -587,7 +596,9 @@ void lower_stage3(Lowering& s) {
         };
         // fetch_sub_module (§4.3): gather what is missing, prefetch along the
         // trace, then wait. Returns the all-gather the compute waits for.
-        auto fetch = [&](int pos_i) -> std::int32_t {
+        // reuse: the submodule is held from forward (see held): nothing to
+        // gather, but its hook still prefetches along the trace.
+        auto fetch = [&](int pos_i, bool reuse = false) -> std::int32_t {
             // The submodule's hook runs on the host after the previous compute's
             // issue; the all-gathers it issues and the compute wait for it.
             const std::int32_t after[] = {s.last_compute};
@@ -595,7 +606,7 @@ void lower_stage3(Lowering& s) {
             s.gate.push_back(hook);
             if (pos_i < 0) return -1;
             const auto pos = static_cast<std::size_t>(pos_i);
-            if (issued <= pos) {
+            if (!reuse && issued <= pos) {
                 issue(pos);
                 issued = pos + 1;
             }
@@ -603,11 +614,17 @@ void lower_stage3(Lowering& s) {
                 const std::int64_t limit = std::min(z.max_live_elems - live, z.prefetch_elems);
                 std::int64_t prefetching = 0;
                 while (issued < trace.size() && prefetching < limit) {
-                    issue(issued);
-                    prefetching += layers[static_cast<std::size_t>(trace[issued])].gather_elems;
+                    const auto l = static_cast<std::size_t>(trace[issued]);
+                    if (available[l]) {
+                        held[l] = 1;  // its later (backward) use reuses this gather
+                    } else {
+                        issue(issued);
+                        prefetching += layers[l].gather_elems;
+                    }
                     ++issued;
                 }
             }
+            if (reuse) return -1;
             if (events.size() - event_head > 2) {
                 gate_compute = events[event_head].compute;
                 gate_gather = events[event_head].gather;
@@ -618,6 +635,7 @@ void lower_stage3(Lowering& s) {
         };
         auto release = [&](int l, int pos) {
             if (pos < 0) return;
+            available[static_cast<std::size_t>(l)] = 0;
             const Layer3& li = layers[static_cast<std::size_t>(l)];
             plan.release(MemCategory::gathered, s.b * li.gather_padded);
             live -= li.gather_elems;
@@ -645,15 +663,18 @@ void lower_stage3(Lowering& s) {
         for (int l = 0; l < nl; ++l) {
             const int pos = fwd_pos[static_cast<std::size_t>(l)];
             s.forward(m, l, fetch(pos));
-            if (!kept[static_cast<std::size_t>(l)]) release(l, pos);
+            if (!kept[static_cast<std::size_t>(l)] && !held[static_cast<std::size_t>(l)]) release(l, pos);
         }
         std::size_t next = 0;
         for (int l = nl - 1; l >= 0; --l) {
-            const int pos = bwd_pos[static_cast<std::size_t>(l)];
-            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(l)].param_count() * s.b;
-            // Each gradient is copied into the ipg buffer in its hook (fused).
-            const std::int32_t bwd = s.backward(m, l, fetch(pos), s.distributed ? 2 * grad_bytes : 0);
-            release(l, kept[static_cast<std::size_t>(l)] ? fwd_pos[static_cast<std::size_t>(l)] : pos);
+            const auto li = static_cast<std::size_t>(l);
+            const int pos = bwd_pos[li];
+            const std::int64_t grad_bytes = w.layers[li].param_count() * s.b;
+            // Each gradient is copied into the ipg buffer in its hook (fused). A
+            // held layer is still gathered from forward: its hook gathers nothing.
+            const std::int32_t bwd = s.backward(m, l, fetch(pos, held[li] != 0), s.distributed ? 2 * grad_bytes : 0);
+            release(l, kept[li] || held[li] ? fwd_pos[li] : pos);
+            held[li] = 0;
             plan.alloc(MemCategory::gradients, grad_bytes);
             plan.release(MemCategory::gradients, grad_bytes);
             if (!s.distributed) continue;

@@ -137,8 +137,10 @@ TEST_CASE("use_multi_rank_bucket_allreduce=false: one reduce per owning rank, sa
 }
 
 TEST_CASE("ZeRO-3 bytes per step: all-gathers 2 x 2 psi (less persistent tensors) + reduce-scatter 2 psi (§4.3, §8)") {
-    // stage3_max_reuse_distance=0: every layer is released after forward and re-gathered.
-    SimResult r = run(zero_config(3, {{"stage3_max_reuse_distance", "0"}}));
+    // stage3_max_reuse_distance=0 and no prefetch: every layer is released
+    // after forward and re-gathered (a prefetch that passes over a layer still
+    // gathered would keep it: the prefetch test below).
+    SimResult r = run(zero_config(3, {{"stage3_max_reuse_distance", "0"}, {"stage3_prefetch_bucket_size", "0"}}));
     const Stage3Sizes s = stage3_sizes(*r.workload, 8, 100'000);
     REQUIRE(s.persistent > 0);  // biases and layer norms
     const Bytes ag = collective_bytes(r.plan, CollectiveKind::allgather);
@@ -167,11 +169,16 @@ TEST_CASE("ZeRO-3 ordering: each layer's all-gather ends before its forward or b
             has_gather = true;
             CHECK(r.schedule.timings[static_cast<std::size_t>(d)].end_ns <= r.schedule.timings[i].start_ns);
         }
-        // Every layer holding a tensor above the persistence threshold waits for its gather.
+        // Every layer holding a tensor above the persistence threshold waits for
+        // its gather in forward, and in backward unless the prefetcher kept it
+        // gathered from forward (the prefetch test below).
         std::int64_t largest = 0;
         for (const auto& p : r.workload->layers[static_cast<std::size_t>(t.layer)].params)
             largest = std::max(largest, p.numel());
-        CHECK(has_gather == (largest > 100'000));
+        if (t.phase == Phase::forward)
+            CHECK(has_gather == (largest > 100'000));
+        else if (has_gather)
+            CHECK(largest > 100'000);
         gated += has_gather;
     }
     CHECK(gated > 0);
@@ -245,8 +252,11 @@ TEST_CASE("offload: gradient copies precede the CPU step, which precedes the cop
 }
 
 TEST_CASE("offload_param: every fetch copies the layer's bf16 partition host-to-device, twice per step") {
-    SimResult r = run(
-        zero_config(3, {{"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"stage3_max_reuse_distance", "0"}}));
+    // No prefetch: no layer is kept from forward to backward (see the prefetch test).
+    SimResult r = run(zero_config(3, {{"offload_optimizer", "cpu"},
+                                      {"offload_param", "cpu"},
+                                      {"stage3_max_reuse_distance", "0"},
+                                      {"stage3_prefetch_bucket_size", "0"}}));
     const Stage3Sizes s = stage3_sizes(*r.workload, 8, 100'000);
     std::int64_t h2d = 0;
     for (const Task& t : r.plan.tasks)
@@ -478,8 +488,10 @@ TEST_CASE("ZeRO-3 pays host hook time per submodule: slower than ZeRO-2 with ove
 }
 
 TEST_CASE("stage3_max_reuse_distance: the last layers of forward stay gathered for backward") {
-    SimResult none = run(llama(3, {{"stage3_max_reuse_distance", "0"}}));
-    SimResult deflt = run(llama(3));
+    // Without prefetch, so that only the reuse distance keeps layers (the
+    // prefetcher keeps more: the prefetch test below).
+    SimResult none = run(llama(3, {{"stage3_max_reuse_distance", "0"}, {"stage3_prefetch_bucket_size", "0"}}));
+    SimResult deflt = run(llama(3, {{"stage3_prefetch_bucket_size", "0"}}));
     const auto& layers = deflt.workload->layers;
     // Expected from the rule: layer l is kept iff 2 x (elements of the layers after it) < 1e9.
     int gathered_layers = 0, kept = 0;
@@ -520,4 +532,32 @@ TEST_CASE("offload_param with pageable memory blocks the host; pinned copies ove
     // Pinned parameter copies overlap compute, and the updated partition stays on
     // the host (no 2 Psi/N H2D after the CPU step): no slower than optimizer offload alone.
     CHECK(both_pinned <= opt_pinned);
+}
+
+TEST_CASE("ZeRO-3 prefetch: a use the prefetcher passes over while the layer is gathered keeps it for backward") {
+    // DeepSpeed's fetch_sub_module skips trace entries whose parameters are not
+    // NOT_AVAILABLE and records the skipped use; __params_to_release then keeps
+    // them gathered, so their backward needs no all-gather. With a prefetch
+    // window larger than the model, every layer's backward use is passed over
+    // during forward; with none, every layer is gathered again.
+    const std::vector<std::pair<std::string, std::string>> common = {
+        {"stage3_max_reuse_distance", "0"}, {"stage3_param_persistence_threshold", "0"},
+        {"stage3_max_live_parameters", "100000000000"}};
+    auto with = [&](const char* prefetch) {
+        auto k = common;
+        k.emplace_back("stage3_prefetch_bucket_size", prefetch);
+        return run(zero_config(3, k));
+    };
+    const SimResult wide = with("100000000000"), off = with("0");
+    int layers = 0;
+    for (const auto& l : wide.workload->layers) layers += l.param_count() > 0;
+    CHECK(allgathers(off, Phase::forward) == layers);
+    CHECK(allgathers(off, Phase::backward) == layers);
+    CHECK(allgathers(wide, Phase::forward) == layers);
+    CHECK(allgathers(wide, Phase::backward) == 0);
+    // Held layers stay gathered from forward to backward: more gathered memory
+    // at the peak, and half the all-gather bytes.
+    CHECK(at_peak(wide, MemCategory::gathered) > at_peak(off, MemCategory::gathered));
+    CHECK(2 * collective_bytes(wide.plan, CollectiveKind::allgather).total ==
+          collective_bytes(off.plan, CollectiveKind::allgather).total);
 }
