@@ -26,7 +26,7 @@ for s in "${which[@]}"; do
     tsan)
         echo "== tsan: thread sanitizer, the executor's stream threads and the peer wait =="
         cmake --preset tsan >/dev/null
-        cmake --build --preset tsan -j2 --target dtsim dtsim_test_executor dtsim_test_profiler
+        cmake --build --preset tsan -j2 --target dtsim_test_executor dtsim_test_profiler
         ctest --preset tsan
         ;;
     *)
