@@ -34,47 +34,10 @@ struct SweepOptions {
     std::string format = "table";
 };
 
-// Memory a sweep holds per configuration: its Candidate (a Config with its
-// knob strings, the axis settings, a label) and its SweepResult (a copy of the
-// Candidate plus the outcome and its texts), with their heap strings and
-// vectors, which are 1-2 KiB for spaces with a handful of knob axes.
-constexpr std::uint64_t kHeapBytesPerConfiguration = 4096;
-constexpr std::uint64_t kBytesPerConfiguration =
-    sizeof(advisor::Candidate) + sizeof(advisor::SweepResult) + kHeapBytesPerConfiguration;
-
-// Refuses, before enumerating, a space whose configurations would not fit in
-// this machine's memory (half of it, as the sweep's output text is as large again).
-void check_space_fits_memory(const advisor::SearchSpace& space) {
-    std::uint64_t count = 1;
-    std::string shape;
-    for (const auto& a : space.axes) {
-        const std::uint64_t n = std::max<std::size_t>(a.values.size(), 1);
-        count = count > std::numeric_limits<std::uint64_t>::max() / n ? std::numeric_limits<std::uint64_t>::max()
-                                                                       : count * n;
-        shape += fmt::format("{}{} {}", shape.empty() ? "" : " x ", n, a.name);
-    }
-    const auto pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page_bytes <= 0) return;
-    const std::uint64_t machine = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_bytes);
-    const std::uint64_t need =
-        count > std::numeric_limits<std::uint64_t>::max() / kBytesPerConfiguration ? std::numeric_limits<std::uint64_t>::max()
-                                                                                   : count * kBytesPerConfiguration;
-    if (need <= machine / 2) return;
-    throw ConfigError(fmt::format(
-        "this search space has up to {} configurations ({}); holding them and their results needs about {} but this "
-        "machine has {}: narrow an axis or split the sweep into several runs",
-        count == std::numeric_limits<std::uint64_t>::max() ? std::string("more than 1.8e19") : fmt::format("{}", count),
-        shape,
-        need == std::numeric_limits<std::uint64_t>::max() ? std::string("more than 16 EiB")
-                                                           : format_bytes(static_cast<std::int64_t>(need)),
-        format_bytes(static_cast<std::int64_t>(machine))));
-}
-
 advisor::SearchSpace space_from_options(const SweepOptions& s) {
     advisor::SearchSpace space = s.space_file.empty() ? advisor::SearchSpace{} : advisor::load_space(s.space_file);
     for (const auto& spec : s.axes) advisor::add_axis(space, advisor::parse_axis(spec));
     if (s.global_batch > 0) space.global_batch = s.global_batch;
-    check_space_fits_memory(space);
     return space;
 }
 

@@ -5,6 +5,7 @@
 #include "dtsim/traces/trace_reader.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/host_memory.hpp"
 #include "json_cursor.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <unordered_map>
 
 namespace dtsim::traces {
@@ -996,14 +998,55 @@ std::vector<std::string> expand(const std::string& path) {
     return files;
 }
 
+// The JSON text a file holds: its size, or for gzip the uncompressed size its
+// trailer records (ISIZE, modulo 4 GiB: the smallest value at least the
+// compressed size is taken, a lower bound). 0 when the file cannot be read
+// (reading it then reports why).
+std::uint64_t text_bytes(const std::string& file) {
+    std::error_code ec;
+    const std::uint64_t size = fs::file_size(file, ec);
+    if (ec || size < 18) return ec ? 0 : size;
+    std::ifstream in(file, std::ios::binary);
+    unsigned char magic[2] = {};
+    if (!in.read(reinterpret_cast<char*>(magic), 2) || magic[0] != 0x1f || magic[1] != 0x8b) return size;
+    unsigned char tail[4] = {};
+    in.seekg(-4, std::ios::end);
+    if (!in.read(reinterpret_cast<char*>(tail), 4)) return size;
+    std::uint64_t isize = std::uint64_t{tail[0]} | std::uint64_t{tail[1]} << 8 | std::uint64_t{tail[2]} << 16 |
+                          std::uint64_t{tail[3]} << 24;
+    while (isize < size) isize += std::uint64_t{1} << 32;
+    return isize;
+}
+
+// Memory the model takes per byte of JSON text, measured on a 1 GB Kineto GPU
+// trace: 0.19 with the default kept args (bench/results/trace_import.md), so
+// 0.25 with a margin; every arg kept can take as much again as the spans.
+constexpr double kModelBytesPerTextByte = 0.25;
+constexpr double kModelBytesPerTextByteAllArgs = 1.0;
+
+// Refuses, before reading a byte, traces whose model would not fit in memory.
+void check_fits_memory(const std::vector<std::string>& files, const ReadOptions& options) {
+    std::uint64_t text = 0;
+    for (const auto& f : files) text += text_bytes(f);
+    const double per_byte = options.keep_all_args ? kModelBytesPerTextByteAllArgs : kModelBytesPerTextByte;
+    check_fits_host_memory(static_cast<std::uint64_t>(static_cast<double>(text) * per_byte), 1.0,
+                           fmt::format("reading {} trace file{} ({} of JSON text)", files.size(),
+                                       files.size() == 1 ? "" : "s", bytes_text(text)),
+                           "import fewer ranks at a time, or record fewer steps (torch.profiler's schedule "
+                           "active=N)");
+}
+
 }  // namespace
 
 TraceModel read_traces(const std::vector<std::string>& paths, const ReadOptions& options) {
+    std::vector<std::string> files;
+    for (const std::string& p : paths)
+        for (std::string& file : expand(p)) files.push_back(std::move(file));
+    check_fits_memory(files, options);
     TraceModel model;
     Reader reader(model, options);
     std::int32_t index = 0;
-    for (const std::string& p : paths)
-        for (const std::string& file : expand(p)) reader.read_file(file, index++);
+    for (const std::string& file : files) reader.read_file(file, index++);
     reader.finish();
     return model;
 }

@@ -33,10 +33,11 @@ fs::path scratch_dir() {
 }
 
 // Runs `dtsim <args>` in the scratch directory, capturing stdout and stderr.
-Run run_dtsim(const std::string& args) {
+// env: assignments put before the command, e.g. "DTSIM_HOST_MEMORY_BYTES=1000".
+Run run_dtsim(const std::string& args, const std::string& env = "") {
     const fs::path dir = scratch_dir();
-    const std::string cmd =
-        "cd '" + dir.string() + "' && '" + std::string(DTSIM_CLI_PATH) + "' " + args + " >stdout.txt 2>stderr.txt";
+    const std::string cmd = "cd '" + dir.string() + "' && " + env + " '" + std::string(DTSIM_CLI_PATH) + "' " + args +
+                            " >stdout.txt 2>stderr.txt";
     const int status = std::system(cmd.c_str());
     Run r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -317,19 +318,34 @@ TEST_CASE("numbers a simulation cannot mean are refused with the field and the b
 }
 
 TEST_CASE("a sweep too large for this machine's memory is refused before it starts, with the estimate") {
-    std::string axes;
-    for (const char* knob : {"micro_batch", "grad_accum", "seq_len", "bucket_cap_mb"}) {
-        axes += " --axis ";
-        axes += knob;
-        axes += '=';
-        for (int v = 1; v <= 400; ++v) {
-            if (v > 1) axes += ',';
-            axes += std::to_string(v);
+    // 40 x 40 x 10 = 16,000 configurations: a few tens of MiB, refused on a
+    // machine said to have 16 MiB (DTSIM_HOST_MEMORY_BYTES), and sized by the
+    // measured bytes per configuration, not the count alone.
+    auto values = [](int n) {
+        std::string v;
+        for (int i = 1; i <= n; ++i) {
+            if (i > 1) v += ',';
+            v += std::to_string(i);
         }
-    }
-    Run r = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8" + axes);
+        return v;
+    };
+    const std::string space = " --axis micro_batch=" + values(40) + " --axis grad_accum=" + values(40) +
+                              " --axis bucket_cap_mb=" + values(10);
+    Run r = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8" + space, "DTSIM_HOST_MEMORY_BYTES=16777216");
     CHECK(r.exit_code == 2);
-    CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: this search space has up to 25600000000 configurations "
-                                        "(400 micro_batch x 400 grad_accum x 400 seq_len x 400 bucket_cap_mb)") &&
-                          Catch::Contains("but this machine has") && Catch::Contains("narrow an axis"));
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: this search space has 16000 configurations (1 strategy x 40 "
+                                        "micro_batch x 40 grad_accum x 10 bucket_cap_mb); holding them and their "
+                                        "results needs about ") &&
+                          Catch::Contains("MiB but this machine has 16.0 MiB (this allows 50% of it): narrow an axis"));
+    // One axis narrowed to a single value fits the same machine and runs.
+    Run small = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8 --axis micro_batch=1,2 --format csv",
+                          "DTSIM_HOST_MEMORY_BYTES=16777216");
+    CHECK(small.exit_code == 0);
+    CHECK(small.err.find("error") == std::string::npos);
+    // Past the fixed bound the count alone is refused, whatever the memory.
+    Run huge = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8 --axis micro_batch=" + values(2000) +
+                         " --axis grad_accum=" + values(1000));
+    CHECK(huge.exit_code == 2);
+    CHECK_THAT(huge.err, Catch::StartsWith("dtsim: error: the search space has more than 1000000 configurations"));
 }

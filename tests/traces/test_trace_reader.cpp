@@ -3,6 +3,7 @@
 // round trip of a simulated step through its Chrome trace; and one clear
 // error, with file, byte offset and line, for each kind of malformed input.
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/host_memory.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -12,9 +13,11 @@
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -150,6 +153,24 @@ TEST_CASE("gzip is read by its magic bytes, whatever the file is called") {
     TempDir dir;
     fs::copy_file(data("object_form.json.gz"), dir.file("renamed.json"));
     CHECK(same_spans(plain, read_trace(dir.file("renamed.json"))));
+}
+
+TEST_CASE("traces whose model would not fit in this machine's memory are refused before reading, with the estimate") {
+    // The machine is said to have 100 bytes (DTSIM_HOST_MEMORY_BYTES): the model
+    // of object_form.json (of its gzip copy: the size its trailer records) needs more.
+    const std::uint64_t plain_bytes = std::filesystem::file_size(data("object_form.json"));
+    REQUIRE(plain_bytes > 400);  // 0.25 x the text is more than 100 bytes
+    ::setenv("DTSIM_HOST_MEMORY_BYTES", "100", 1);
+    for (const char* file : {"object_form.json", "object_form.json.gz"}) {
+        INFO(file);
+        CHECK_THROWS_WITH(read_trace(data(file)),
+                          Catch::StartsWith(fmt::format("reading 1 trace file ({} of JSON text) needs about",
+                                                        dtsim::bytes_text(plain_bytes))) &&
+                              Catch::Contains("but this machine has 100 B: import fewer ranks"));
+    }
+    ::setenv("DTSIM_HOST_MEMORY_BYTES", "1073741824", 1);
+    CHECK(read_trace(data("object_form.json.gz")).spans.size() == read_trace(data("object_form.json")).spans.size());
+    ::unsetenv("DTSIM_HOST_MEMORY_BYTES");
 }
 
 TEST_CASE("array form without categories (torch 1.13's legacy output) classifies by name") {
