@@ -15,6 +15,10 @@
 set -euo pipefail
 
 seconds="${1:-60}"
+for tool in clang++ /usr/bin/time; do
+    command -v "$tool" >/dev/null ||
+        { echo "scripts/fuzz.sh: $tool is missing: apt-get install clang libfuzzer-14-dev time" >&2; exit 2; }
+done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build/fuzz"
 
@@ -46,9 +50,9 @@ cmake --build "$build" -j "${JOBS:-$(nproc)}" --target "${known[@]/%/_fuzz}"
 
 mkdir -p "$build/crashes" "$build/logs"
 failed=0
-printf '%-18s %12s %9s %16s %8s\n' target executions exec/s "new coverage" crashes
+printf '%-18s %8s %12s %9s %16s %8s\n' target "CPU s" executions exec/s "new coverage" crashes
 fuzz_one() {
-    local t="$1" corpus seeds dict log before rc after execs rate cov0 cov1 crashes
+    local t="$1" corpus seeds dict log before rc after execs rate cov0 cov1 crashes cpu
     corpus="$build/corpus/$t"
     mkdir -p "$corpus"
     seeds=()
@@ -58,6 +62,7 @@ fuzz_one() {
     log="$build/logs/$t.log"
     before=$(find "$build/crashes" -maxdepth 1 -name "$t-*" | wc -l)
     set +e
+    /usr/bin/time -o "$build/logs/$t.cpu" -f '%U %S' \
     "$build/fuzz/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$build/crashes/$t-" "${dict[@]}" "$corpus" "${seeds[@]}" >"$log" 2>&1
     rc=$?
@@ -67,9 +72,10 @@ fuzz_one() {
     rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
     cov0=$(grep -o 'INITED cov: [0-9]*' "$log" | grep -o '[0-9]*$' | head -1)
     cov1=$(grep -o 'cov: [0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+    cpu=$(awk '{printf "%.0f", $1 + $2}' "$build/logs/$t.cpu" 2>/dev/null || echo '?')
     crashes=$((after - before))
     if [[ $rc -ne 0 && $crashes -eq 0 ]]; then crashes=1; fi  # died before writing an artifact
-    printf '%-18s %12s %9s %16s %8s\n' "$t" "${execs:-?}" "${rate:-?}" \
+    printf '%-18s %8s %12s %9s %16s %8s\n' "$t" "$cpu" "${execs:-?}" "${rate:-?}" \
         "+$(( ${cov1:-0} - ${cov0:-0} )) (${cov0:-?}->${cov1:-?})" "$crashes"
     if [[ $crashes -ne 0 ]]; then
         touch "$build/logs/$t.failed"
