@@ -37,9 +37,12 @@ else
 fi
 
 # Only the targets fuzz/CMakeLists.txt declares (a new file may not be wired yet).
+# (The list is taken once: grep -q closing the pipe early would make ninja die
+# of SIGPIPE, which pipefail would report as a missing target.)
+declared=$(ninja -C "$build" -t targets all 2>/dev/null)
 known=()
 for t in "${targets[@]}"; do
-    if ninja -C "$build" -t targets all 2>/dev/null | grep -q "^fuzz/${t}_fuzz:"; then
+    if grep -q "^fuzz/${t}_fuzz:" <<<"$declared"; then
         known+=("$t")
     else
         echo "fuzz/${t}_fuzz.cpp: no ${t}_fuzz target in fuzz/CMakeLists.txt; skipped" >&2
