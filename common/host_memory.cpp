@@ -1,33 +1,31 @@
 #include "dtsim/common/host_memory.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/format_bytes.hpp"
 
 #include <fmt/format.h>
 
 #include <unistd.h>
 #include <cstdlib>
 #include <limits>
-#include <string_view>
 
 namespace dtsim {
+namespace {
+
 std::string bytes_text(std::uint64_t b) {
-    if (b == std::numeric_limits<std::uint64_t>::max()) return "more than 16 EiB";
-    constexpr std::string_view units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = static_cast<double>(b);
-    std::size_t u = 0;
-    while (v >= 1024.0 && u + 1 < std::size(units)) {
-        v /= 1024.0;
-        ++u;
-    }
-    return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
+    if (b > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return "more than 8 EiB";
+    return format_bytes(static_cast<std::int64_t>(b));
 }
+
+}  // namespace
 
 std::uint64_t host_memory_bytes() {
     if (const char* e = std::getenv("DTSIM_HOST_MEMORY_BYTES"); e != nullptr && *e != '\0') {
         char* end = nullptr;
         const unsigned long long v = std::strtoull(e, &end, 10);
         if (end == nullptr || *end != '\0' || v == 0)
-            throw ConfigError(fmt::format("DTSIM_HOST_MEMORY_BYTES='{}': expected a positive whole number of bytes", e));
+            throw ConfigError(
+                fmt::format("DTSIM_HOST_MEMORY_BYTES='{}': expected a positive whole number of bytes", e));
         return v;
     }
     const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGESIZE);
@@ -45,10 +43,9 @@ void check_fits_host_memory(std::uint64_t need, double fraction, const std::stri
     if (total == 0) return;
     const auto allowed = static_cast<std::uint64_t>(static_cast<double>(total) * fraction);
     if (need <= allowed) return;
-    throw ConfigError(fmt::format("{} needs about {} but this machine has {}{}: {}", what, bytes_text(need),
-                                  bytes_text(total),
-                                  fraction < 1.0 ? fmt::format(" (this allows {:.0f}% of it)", fraction * 100.0) : "",
-                                  advice));
+    throw ConfigError(
+        fmt::format("{} needs about {} but this machine has {}{}: {}", what, bytes_text(need), bytes_text(total),
+                    fraction < 1.0 ? fmt::format(" (this allows {:.0f}% of it)", fraction * 100.0) : "", advice));
 }
 
 }  // namespace dtsim

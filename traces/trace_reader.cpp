@@ -5,6 +5,7 @@
 #include "dtsim/traces/trace_reader.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/format_bytes.hpp"
 #include "dtsim/common/host_memory.hpp"
 #include "json_cursor.hpp"
 
@@ -1020,7 +1021,9 @@ std::uint64_t text_bytes(const std::string& file) {
 
 // Memory the model takes per byte of JSON text, measured on a 1 GB Kineto GPU
 // trace: 0.19 with the default kept args (bench/results/trace_import.md), so
-// 0.25 with a margin; every arg kept can take as much again as the spans.
+// 0.25 with a margin. With every arg kept (the GUI, below 64 MiB) the bound is
+// 1.0, NOT measured: Kineto's ~20 args per kernel at 12 bytes each plus their
+// strings may approach the text's own size.
 constexpr double kModelBytesPerTextByte = 0.25;
 constexpr double kModelBytesPerTextByteAllArgs = 1.0;
 
@@ -1031,7 +1034,8 @@ void check_fits_memory(const std::vector<std::string>& files, const ReadOptions&
     const double per_byte = options.keep_all_args ? kModelBytesPerTextByteAllArgs : kModelBytesPerTextByte;
     check_fits_host_memory(static_cast<std::uint64_t>(static_cast<double>(text) * per_byte), 1.0,
                            fmt::format("reading {} trace file{} ({} of JSON text)", files.size(),
-                                       files.size() == 1 ? "" : "s", bytes_text(text)),
+                                       files.size() == 1 ? "" : "s",
+                                       format_bytes(static_cast<std::int64_t>(std::min<std::uint64_t>(text, INT64_MAX)))),
                            "import fewer ranks at a time, or record fewer steps (torch.profiler's schedule "
                            "active=N)");
 }

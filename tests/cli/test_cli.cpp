@@ -337,7 +337,7 @@ TEST_CASE("a sweep too large for this machine's memory is refused before it star
     CHECK_THAT(r.err, Catch::StartsWith("dtsim: error: this search space has 16000 configurations (1 strategy x 40 "
                                         "micro_batch x 40 grad_accum x 10 bucket_cap_mb); holding them and their "
                                         "results needs about ") &&
-                          Catch::Contains("MiB but this machine has 16.0 MiB (this allows 50% of it): narrow an axis"));
+                          Catch::Contains("MiB but this machine has 16.00 MiB (this allows 50% of it): narrow an axis"));
     // One axis narrowed to a single value fits the same machine and runs.
     Run small = run_dtsim("sweep --model gpt2 --nodes 1 --gpus-per-node 8 --axis micro_batch=1,2 --format csv",
                           "DTSIM_HOST_MEMORY_BYTES=16777216");

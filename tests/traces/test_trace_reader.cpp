@@ -3,7 +3,7 @@
 // round trip of a simulated step through its Chrome trace; and one clear
 // error, with file, byte offset and line, for each kind of malformed input.
 #include "dtsim/common/error.hpp"
-#include "dtsim/common/host_memory.hpp"
+#include "dtsim/common/format_bytes.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -165,7 +165,7 @@ TEST_CASE("traces whose model would not fit in this machine's memory are refused
         INFO(file);
         CHECK_THROWS_WITH(read_trace(data(file)),
                           Catch::StartsWith(fmt::format("reading 1 trace file ({} of JSON text) needs about",
-                                                        dtsim::bytes_text(plain_bytes))) &&
+                                                        dtsim::format_bytes(static_cast<std::int64_t>(plain_bytes)))) &&
                               Catch::Contains("but this machine has 100 B: import fewer ranks"));
     }
     ::setenv("DTSIM_HOST_MEMORY_BYTES", "1073741824", 1);

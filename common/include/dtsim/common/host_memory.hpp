@@ -13,9 +13,6 @@ namespace dtsim {
 // without allocating gigabytes).
 std::uint64_t host_memory_bytes();
 
-// "1.5 GiB", "312 B": binary units, one decimal.
-std::string bytes_text(std::uint64_t bytes);
-
 // a * b, saturating at UINT64_MAX instead of wrapping.
 std::uint64_t saturating_mul(std::uint64_t a, std::uint64_t b);
 
