@@ -26,6 +26,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -67,12 +68,13 @@ private:
 // The GEMM shapes a model runs at `micro_batch` x `seq_len`; models without a
 // sequence dimension (MLPs, images) ignore `seq_len`.
 std::vector<profiler::GemmShape> model_gemm_shapes(const std::string& model, std::int64_t micro_batch,
-                                                   std::int64_t seq_len, int& skipped) {
+                                                   std::int64_t seq_len, int& skipped,
+                                                   double max_flops = executor::kCpuMaxGemmFlops) {
     models::WorkloadRequest request;
     request.model = model;
     request.micro_batch = micro_batch;
     request.seq_len = models::has_sequence_dimension(model) ? seq_len : 0;
-    return executor::gemm_shapes(models::build_workload(request), skipped);
+    return executor::gemm_shapes(models::build_workload(request), skipped, max_flops);
 }
 
 void check_io_dir(const std::string& dir) {
@@ -135,7 +137,14 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
         c.device.name = devices.devices.front().name;
         c.device.memory_bytes = devices.devices.front().memory_bytes;
     }
-    const auto shapes = profiler::default_gemm_shapes(o.quick);
+    auto shapes = profiler::cuda::gpu_gemm_shapes(o.quick);
+    if (!o.model.empty()) {
+        int skipped = 0;  // a GPU runs every shape a model has
+        const auto of_model = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped, HUGE_VAL);
+        shapes.insert(shapes.end(), of_model.begin(), of_model.end());
+        std::sort(shapes.begin(), shapes.end());
+        shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+    }
     c.gemm_points =
         require(profiler::cuda::bench_cublas_gemm(shapes, DType::fp32, policy, phase(0.0, 0.2)), "fp32 GEMMs");
     const auto bf16 =
@@ -155,6 +164,11 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
     c.host.d2h_pinned_gbps = copies.d2h_pinned_gbps;
     c.host.h2d_pageable_gbps = copies.h2d_pageable_gbps;
     c.host.d2h_pageable_gbps = copies.d2h_pageable_gbps;
+    bar.update("device memory bandwidth", 0.43);
+    // The memory-pass model prices an elementwise op at bytes / (mem_bw x
+    // elementwise_efficiency); the base's efficiency is kept.
+    c.device.mem_bw_gbps =
+        require(profiler::cuda::bench_device_copy(o.quick ? (64LL << 20) : (1LL << 30), policy), "device copy");
     std::string nccl = profiler::cuda::nccl_provenance();
     if (mpi.size() > 1) {
         profiler::CollectiveSweep sweep;
@@ -175,7 +189,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
         c.overlap = require(profiler::cuda::bench_cuda_overlap(o.quick, policy), "overlap");
     }
     c.provenance.notes =
-        fmt::format("{}; {}; streaming bandwidth, NVMe, CPU Adam and inter-node links from {}", nccl, host.mpi, o.base);
+        fmt::format("{}; {}; NVMe, CPU Adam and inter-node links from {}", nccl, host.mpi, o.base);
     return c;
 }
 #endif
@@ -213,10 +227,6 @@ void run_calibrate(const CalibrateOptions& o) {
     if (o.backend == "cuda")
         throw ConfigError("--backend cuda: this dtsim was built without the CUDA toolkit; use --backend cpu");
 #endif
-    if (o.backend == "cuda" && !o.model.empty())
-        throw ConfigError(
-            "--model: the CUDA calibration measures its own grid of GEMM shapes, not a model's; "
-            "use --model with --backend cpu");
     check_io_dir(o.io_dir);
     MpiSession mpi;
     ProgressBar bar(mpi.rank() == 0);
@@ -246,7 +256,7 @@ void add_calibrate_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
     cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
-    cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses (CPU backend)");
+    cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses (the CPU backend leaves out those over ~1 s of one core)");
     cmd->add_option("--seq-len", o->seq_len,
                     "sequence length for --model's shapes (models without one, MLPs and ResNet, ignore it)")
         ->capture_default_str();

@@ -5,7 +5,7 @@
 
 namespace dtsim::executor {
 
-std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped) {
+std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped, double max_flops) {
     std::set<profiler::GemmShape> shapes;
     skipped = 0;
     for (const auto& layer : w.layers)
@@ -13,8 +13,7 @@ std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& ski
             for (const auto& op : *ops) {
                 if (op.kind != models::OpKind::gemm) continue;
                 const profiler::GemmShape s{op.m * op.batch, op.n, op.k};
-                constexpr double kMaxFlops = 2e10;  // about a second of one CPU core
-                if (2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) > kMaxFlops)
+                if (2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) > max_flops)
                     ++skipped;
                 else
                     shapes.insert(s);

@@ -13,6 +13,16 @@ namespace dtsim::executor::cuda {
 // Writes `pattern` to `words` 32-bit words (a float or two 16-bit values).
 cudaError_t launch_fill_words(void* dst, std::size_t words, std::uint32_t pattern, cudaStream_t stream);
 
+// Which 16- or 32-bit format launch_fill_random writes.
+enum class FillFormat : int { fp32 = 0, bf16 = 1, fp16 = 2 };
+
+// Fills `words` 32-bit words with pseudo-random values uniform in [-1, 1) in
+// `format` (one float or two 16-bit values per word), the same for every
+// `seed`. GEMM operands need such data: constant or zero operands draw less
+// power and let the clocks run higher than on a model's real tensors.
+cudaError_t launch_fill_random(void* dst, std::size_t words, FillFormat format, std::uint32_t seed,
+                               cudaStream_t stream);
+
 // Reads `elements` floats from the first half of `buf` and writes them to the
 // second half (`half` floats each), wrapping around when `elements` > `half`:
 // 8 bytes of traffic per element, the CPU backend's memory_pass on the GPU.

@@ -39,13 +39,31 @@ int to_int(std::int64_t v, const char* what) {
 }
 
 std::uint32_t half_pattern(DType t) {
-    // 0.5 in each element: zeros would draw less power and flatter the clocks.
+    // 0.5 in each element, for memory passes, collectives and copies, where the
+    // values do not change the speed.
     switch (t) {
         case DType::fp32: return 0x3F000000u;
         case DType::bf16: return 0x3F003F00u;
         case DType::fp16: return 0x38003800u;
     }
     return 0;
+}
+
+FillFormat fill_format(DType t) {
+    switch (t) {
+        case DType::fp32: return FillFormat::fp32;
+        case DType::bf16: return FillFormat::bf16;
+        case DType::fp16: return FillFormat::fp16;
+    }
+    return FillFormat::fp32;
+}
+
+// GEMM operands: random values in the GEMM's dtype, as a model's tensors are.
+DeviceBuffer random_filled(std::int64_t bytes, DType t, std::uint32_t seed) {
+    const auto words = static_cast<std::size_t>((std::max<std::int64_t>(bytes, 0) + 3) / 4);
+    DeviceBuffer b(words * 4);
+    DTSIM_CUDA_CHECK(launch_fill_random(b.get(), words, fill_format(t), seed, nullptr));
+    return b;
 }
 
 DeviceBuffer filled(std::int64_t bytes, std::uint32_t pattern) {
@@ -103,9 +121,8 @@ StreamWork::StreamWork(const sim::Plan& plan, const models::Workload& w, int str
         cublas_.emplace();
         DTSIM_CUDA_CHECK(cublasSetStream(cublas_->get(), stream_->get()));
     }
-    const std::uint32_t pattern = half_pattern(gemm_dtype);
-    a_ = filled(a * elem, pattern);
-    b_ = filled(b * elem, pattern);
+    a_ = random_filled(a * elem, gemm_dtype, 1);
+    b_ = random_filled(b * elem, gemm_dtype, 2);
     c_ = DeviceBuffer(static_cast<std::size_t>(c * elem));
     c_elems_ = static_cast<std::size_t>(c);
     mem_floats_ = static_cast<std::size_t>(std::min(mem, kMemScratchBytes) / 4);

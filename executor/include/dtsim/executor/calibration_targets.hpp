@@ -12,9 +12,13 @@
 
 namespace dtsim::executor {
 
-// The GEMM shapes of `w`'s layers, batched GEMMs as rows x batch; shapes over
-// about a second of one core are left out and counted in `skipped`.
-std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped);
+// About a second of one CPU core: the largest GEMM a CPU benchmark runs.
+inline constexpr double kCpuMaxGemmFlops = 2e10;
+
+// The GEMM shapes of `w`'s layers, batched GEMMs as rows x batch; shapes of
+// more than `max_flops` are left out and counted in `skipped`.
+std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& skipped,
+                                             double max_flops = kCpuMaxGemmFlops);
 
 // Adds `w`'s GEMM shapes and `plan`'s collective sizes to `o` (each once).
 void add_calibration_targets(profiler::CalibrationTargets& o, const models::Workload& w, const sim::Plan& plan);

@@ -61,6 +61,15 @@ struct HostCopyResult {
 // cudaMemcpy of `bytes` between device memory and pinned / pageable host memory.
 CudaResult<HostCopyResult> bench_host_copies(std::int64_t bytes, const RepeatPolicy& policy);
 
+// Device-to-device cudaMemcpy of `bytes`: the streaming bandwidth in GB/s,
+// counting the bytes read and the bytes written, as the memory-pass model does.
+CudaResult<double> bench_device_copy(std::int64_t bytes, const RepeatPolicy& policy);
+
+// The GEMM grid for a GPU: the CPU grid plus the shapes training runs at on a
+// GPU (thousands of tokens by hidden sizes of 4096-8192), so that the fitted
+// curve reaches the plateau a model's GEMMs sit on instead of extrapolating to it.
+std::vector<GemmShape> gpu_gemm_shapes(bool quick);
+
 // GEMMs on one stream alone and while another stream runs large NCCL
 // allreduces (and the reverse). Every rank of MPI_COMM_WORLD calls it.
 CudaResult<calib::OverlapSpec> bench_cuda_overlap(bool quick, const RepeatPolicy& policy);
