@@ -23,7 +23,8 @@
 // Saved activations: Korthikanti et al.'s accounting without dropout (no masks,
 // and AV saves the softmax output itself, so it is counted once), with the
 // SwiGLU intermediates. Per layer, in elements of the activation dtype:
-//   input_layernorm           input                              sbh
+//   input_layernorm           (eager RMSNorm, eager_ops.cpp) x in fp32
+//                             and the normalised output          3sbh
 //   q_proj                    input (shared by q/k/v_proj; it is
 //                             freed after q_proj's backward, the last)  sbh
 //   k_proj, v_proj            -                                   0
@@ -34,16 +35,21 @@
 //                             n_kv_heads*head_dim), output O      2sbh + 2sb*kvd
 //                             log-sum-exp, fp32 (4 bytes each)    asb
 //   o_proj                    input                               sbh
-//   post_attention_layernorm  input                               sbh
+//   post_attention_layernorm  as input_layernorm                  3sbh
 //   gate_proj                 input (shared with up_proj)         sbh
 //   up_proj                   -                                   0
 //   down_proj                 SiLU input, SiLU output and up output
 //                             (the mul's operands), down_proj input  4sbi
-// i.e. 16sbh + 8sbi + 2as^2b bytes per layer for 16-bit activations with eager
-// attention; with flash 14sbh + 4sb*kvd + 8sbi + 4asb (18sbh + 8sbi + 4asb
-// without GQA).
-// Outside layers: embed_tokens the token ids (int64), norm and lm_head their
-// inputs, the loss its log-softmax output (b*s*vocab).
+// plus the norms' fp32 row statistics (4sb bytes each), i.e. 24sbh + 8sbi +
+// 2as^2b + 8sb bytes per layer for 16-bit activations with eager attention;
+// with flash 22sbh + 4sb*kvd + 8sbi + 4asb + 8sb (26sbh + 8sbi + 4asb + 8sb
+// without GQA). (For fp32 activations the norms save 2sbh elements each.)
+// Outside layers: embed_tokens the token ids (int64), norm as the layers'
+// norms, lm_head its input, the loss its log-softmax output (b*s*vocab, fp32:
+// HuggingFace upcasts the logits before the loss).
+//
+// RMSNorm, rotary, SiLU*up and the loss are counted kernel by kernel as torch
+// runs them in eager mode (eager_ops.cpp), from Kineto traces of real blocks.
 #include "builders.hpp"
 
 #include <fmt/format.h>
@@ -84,8 +90,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "input_layernorm", blk, dtype);
             lb.param(p + "input_layernorm.weight", {h}, base + 7);
-            lb.elementwise("input_layernorm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
-            lb.save(T * h * dt);
+            add_rms_norm(lb, "input_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
@@ -109,7 +114,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         }
         {
             LayerBuilder lb(p + "self_attn.core", blk, dtype);
-            lb.elementwise("rotary", 2 * T * (h + kvd) * dt, fpe::rotary * d(T * (h + kvd)));
+            add_rotary(lb, T * h, T * kvd);
             if (attention == AttentionImpl::eager) {
                 if (kvd < h) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * h) * dt, 0);
                 lb.gemm("qk", s, s, hd, b * a);
@@ -119,7 +124,9 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             } else {
                 add_flash_attention(lb, b, s, a, c.kv_heads, hd);
             }
-            lb.elementwise("merge_heads", 2 * T * h * dt, 0);
+            // SDPA's fused kernels write the output as (b, s, heads, head_dim), so
+            // transpose(1, 2).reshape is a view; eager attention's is a copy.
+            if (attention == AttentionImpl::eager) lb.elementwise("merge_heads", 2 * T * h * dt, 0);
             w.layers.push_back(std::move(lb).finish());
         }
         {
@@ -133,8 +140,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "post_attention_layernorm", blk, dtype);
             lb.param(p + "post_attention_layernorm.weight", {h}, base + 8);
-            lb.elementwise("post_attention_layernorm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
-            lb.save(T * h * dt);
+            add_rms_norm(lb, "post_attention_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
@@ -153,8 +159,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "mlp.down_proj", blk, dtype);
             lb.param(p + "mlp.down_proj.weight", {h, inter}, base + 6);
-            lb.elementwise("silu", 2 * T * inter * dt, fpe::silu * d(T * inter));
-            lb.elementwise("mul", 3 * T * inter * dt, fpe::mul * d(T * inter));
+            add_swiglu(lb, T * inter);
             lb.gemm("down_proj", T, h, inter);
             lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
             lb.save(4 * T * inter * dt);
@@ -166,8 +171,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     {
         LayerBuilder lb("norm", -1, dtype);
         lb.param("norm.weight", {h}, after);
-        lb.elementwise("norm", 2 * T * h * dt, fpe::rms_norm * d(T * h));
-        lb.save(T * h * dt);
+        add_rms_norm(lb, "norm", T, h);
         w.layers.push_back(std::move(lb).finish());
     }
     {
@@ -179,8 +183,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     }
     {
         LayerBuilder lb("loss", -1, dtype);
-        add_loss(lb, "cross_entropy", T * c.vocab, fpe::cross_entropy);
-        lb.save(T * c.vocab * dt);
+        add_upcast_cross_entropy(lb, T, c.vocab);
         w.layers.push_back(std::move(lb).finish());
     }
     return w;

@@ -45,6 +45,7 @@ constexpr Bounds kHalfDim{.min = 0, .max = 1e9, .why_max = "a GEMM dimension of 
 constexpr Bounds kFitError{.min = 0, .max = 1e6, .why_max = "a relative error"};
 constexpr Bounds kSpread{.min = 0, .max = 1e6, .why_max = "(p90 - p10) / median of the repeats"};
 constexpr Bounds kSlowdown{.min = 1, .max = 100, .why_max = "a slowdown over 100x is a broken measurement"};
+constexpr Bounds kElementsPerS{.min = 0, .max = 1e15, .why_max = "no device touches 1e15 elements a second; 0: not limiting"};
 constexpr Bounds kParamsPerS{.min = 0, .max = 1e13, .why_max = "no CPU updates 1e13 parameters per second"};
 constexpr Bounds kGemmDim{.min = 1, .max = 16777216, .why_max = "2^24; no model's GEMM is larger"};
 constexpr Bounds kMemoryBytes{.min = 0, .min_exclusive = true, .max = 1125899906842624.0,
@@ -162,7 +163,8 @@ std::string to_json_text(const Calibration& c) {
                    {"reserved_bytes", c.device.reserved_bytes},
                    {"mem_bw_gbps", c.device.mem_bw_gbps},
                    {"elementwise_efficiency", c.device.elementwise_efficiency},
-                   {"kernel_overhead_us", c.device.kernel_overhead_us}};
+                   {"kernel_overhead_us", c.device.kernel_overhead_us},
+                   {"indexed_elements_per_s", c.device.indexed_elements_per_s}};
     j["gpus_per_node"] = c.gpus_per_node;
     j["gemm_curves"] = Json::array();
     for (const auto& g : c.gemm_curves) j["gemm_curves"].push_back(gemm_curve_json(g));
@@ -222,6 +224,8 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
     c.device.mem_bw_gbps = dev.number_within("mem_bw_gbps", kRateGbps);
     c.device.elementwise_efficiency = dev.number_within("elementwise_efficiency", kEfficiency);
     c.device.kernel_overhead_us = dev.number_within("kernel_overhead_us", kLatencyUs);
+    c.device.indexed_elements_per_s =
+        dev.has("indexed_elements_per_s") ? dev.number_within("indexed_elements_per_s", kElementsPerS) : 0;
     c.gpus_per_node = static_cast<int>(root.integer_within("gpus_per_node", kGpusPerNode));
     JsonView curves = root.at("gemm_curves");
     const std::size_t n_curves = curves.size_at_most(kMaxGemmCurves, "GEMM curves (one per dtype)");

@@ -23,6 +23,12 @@ struct PresetNumbers {
     double nvlink_busbw_gbps;  // NCCL ring busbw inside one 8-GPU node (nccl-tests)
     double nic_gbps_per_gpu;   // one NIC per GPU, bytes/s after protocol overhead
     double pcie_gbps;          // pinned host<->device copies
+    // Streaming (vectorized) kernels' share of the datasheet bandwidth, and the
+    // element rate of torch's non-vectorized ones (DeviceSpec).
+    double elementwise_efficiency;
+    double indexed_elements_per_s;
+    // bf16 GEMM efficiency curve: max share of the peak and half-efficiency dimensions.
+    double bf16_max_efficiency = 0.78, bf16_half_m = 256, bf16_half_n = 256, bf16_half_k = 128;
 };
 
 // Collective curves for any group size: the NCCL ring model of
@@ -49,15 +55,19 @@ Calibration make_preset(const PresetNumbers& p) {
     c.provenance.machine = p.datasheet;
     c.provenance.backend = "preset";
     c.provenance.notes =
-        "Datasheet peaks and published NCCL bus bandwidths, not measurements. GEMM efficiency "
-        "follows a shape curve (max 78% of the bf16 tensor-core peak, 85% of fp32); streaming "
-        "kernels reach 80% of peak memory bandwidth; overlap slowdowns are estimates for NCCL "
+        "Datasheet peaks and published NCCL bus bandwidths. GEMM efficiency follows a shape curve "
+        "(bf16: fitted to cuBLAS on random data where bench/results/cuda.md measured the GPU, else "
+        "max 78% of the tensor-core peak; fp32: 85%); vectorized "
+        "elementwise kernels reach a share of the peak memory bandwidth and torch's non-vectorized "
+        "ones an element rate (device fields; bench/results/cuda.md); overlap slowdowns are estimates for NCCL "
         "kernels taking SMs from compute. Measure your machine with `dtsim calibrate`.";
     // About 1 GiB goes to the CUDA context, NCCL's buffers and cuBLAS workspaces.
-    c.device = {p.device, p.memory_bytes, 1 * GiB, p.mem_bw_gbps, 0.80, 2.0};
+    c.device = {p.device,          p.memory_bytes, 1 * GiB, p.mem_bw_gbps, p.elementwise_efficiency, 2.0,
+                p.indexed_elements_per_s};
     c.gpus_per_node = 8;
     // Half-efficiency dimensions: a tile-sized (128-256) dimension runs at about half speed.
-    c.gemm_curves.push_back({DType::bf16, p.bf16_tflops, 0.78, 256, 256, 128, 0});
+    c.gemm_curves.push_back(
+        {DType::bf16, p.bf16_tflops, p.bf16_max_efficiency, p.bf16_half_m, p.bf16_half_n, p.bf16_half_k, 0});
     c.gemm_curves.push_back({DType::fp32, p.fp32_tflops, 0.85, 128, 128, 64, 0});
     add_link_curves(c, LinkScope::intra_node, p.nvlink_busbw_gbps, 8.0, 0.6);
     add_link_curves(c, LinkScope::inter_node, p.nic_gbps_per_gpu * 0.9, 10.0, 5.0);
@@ -75,7 +85,26 @@ const Registry<std::function<Calibration()>>& presets() {
                   return make_preset({"h100-sxm", "NVIDIA H100 SXM5 80GB",
                                       "NVIDIA H100 datasheet (989 TFLOPS dense bf16, 67 TFLOPS fp32, 3.35 TB/s HBM3); "
                                       "NCCL allreduce busbw ~360 GB/s on DGX H100 without NVLS; ConnectX-7 400 Gb/s",
-                                      81559 * MiB /* as nvidia-smi reports */, 3350, 989.4, 66.9, 360, 50, 55});
+                                      81559 * MiB /* as nvidia-smi reports */, 3350, 989.4, 66.9, 360, 50, 55,
+                                      // Measured on an H100 SXM (bench/results/cuda.md): torch's vectorized
+                                      // kernels ran at 2.96-3.24 TB/s, its non-vectorized ones at
+                                      // 220-360 G elements/s (296 G over one Llama block's); the bf16
+                                      // curve is fitted to 33 cuBLAS shapes of 1 GFLOP and more on
+                                      // random data (7% RMS; 802 TFLOP/s at 8192x4096x4096, where
+                                      // torch's q_proj ran at 797).
+                                      0.90, 300e9, 0.85, 32, 160, 160});
+              });
+        r.add("h200-sxm",
+              "NVIDIA H200 SXM 141GB x8 per node, NVLink 4 (NVSwitch), 8x 400 Gb/s InfiniBand NDR per node", [] {
+                  return make_preset({"h200-sxm", "NVIDIA H200",
+                                      "NVIDIA H200 datasheet (989 TFLOPS dense bf16, 67 TFLOPS fp32, 4.8 TB/s HBM3e, "
+                                      "141 GB); the H100's GH100 compute, NVLink 4 and ConnectX-7 400 Gb/s",
+                                      143771 * MiB /* as nvidia-smi reports */, 4800, 989.4, 66.9, 360, 50, 55,
+                                      // Measured on an H200 (bench/results/cuda.md): torch's vectorized
+                                      // kernels ran at 4.1-4.6 TB/s (0.85-0.95 of 4.8), its non-vectorized
+                                      // ones at the H100's element rate; GEMMs as the H100's (same die
+                                      // and clocks; torch's GEMMs took 32.4 ms on the H100, 33.7 on it).
+                                      0.90, 300e9, 0.85, 32, 160, 160});
               });
         r.add(
             "a100-sxm", "NVIDIA A100 SXM4 80GB x8 per node, NVLink 3 (NVSwitch), 8x 200 Gb/s InfiniBand HDR per node",
@@ -83,7 +112,11 @@ const Registry<std::function<Calibration()>>& presets() {
                 return make_preset({"a100-sxm", "NVIDIA A100 SXM4 80GB",
                                     "NVIDIA A100 datasheet (312 TFLOPS dense bf16, 19.5 TFLOPS fp32, 2.04 TB/s HBM2e); "
                                     "NCCL allreduce busbw ~230 GB/s on DGX A100; ConnectX-6 200 Gb/s",
-                                    81920 * MiB /* as nvidia-smi reports */, 2039, 312, 19.5, 230, 25, 25});
+                                    81920 * MiB /* as nvidia-smi reports */, 2039, 312, 19.5, 230, 25, 25,
+                                    // Not measured here: the streaming share as before, and the H100's
+                                    // element rate scaled by SMs x clock (108 x 1.41 GHz against
+                                    // 132 x 1.98 GHz), an estimate.
+                                    0.80, 300e9 * (108 * 1.41) / (132 * 1.98)});
             });
         return r;
     }();

@@ -79,7 +79,13 @@ double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const 
 
 double CostModel::op_ns(const models::Op& op) const {
     if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype);
-    return elementwise_ns(op.bytes);
+    double ns = elementwise_ns(op.bytes);
+    // torch's non-vectorized kernels (broadcast, strided or casting operands)
+    // run at an element rate, whatever their bytes (bench/results/cuda.md).
+    if (op.indexed_elements > 0 && cal_->device.indexed_elements_per_s > 0)
+        ns = std::max(ns, static_cast<double>(op.indexed_elements) / cal_->device.indexed_elements_per_s * 1e9 +
+                              cal_->device.kernel_overhead_us * 1e3);
+    return ns + (op.kernels - 1) * cal_->device.kernel_overhead_us * 1e3;
 }
 
 const calib::CollectiveCurve& CostModel::curve(CollectiveKind kind, int group_size, LinkScope scope) const {

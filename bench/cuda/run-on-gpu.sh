@@ -66,7 +66,9 @@ for spec in "gpt2 8 1024" "gpt2-xl 4 1024" "llama2-7b 2 4096"; do
     grep -A8 '"step_time_s"' "$out/execute-$1.json"
 done
 
-if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+if [[ -n ${DTSIM_GPU_SKIP_TORCH:-} ]]; then
+    log "DTSIM_GPU_SKIP_TORCH is set: the PyTorch reference is skipped"
+elif python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     log "PyTorch Llama-2 blocks"
     here=$(dirname "$0")
     PYTHONUNBUFFERED=1 timeout 240 python3 "$here/torch_llama_layers.py" --out "$out" --profile 2>&1 | grep -v Warning | tail -12

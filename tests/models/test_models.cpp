@@ -214,12 +214,95 @@ TEST_CASE("GPT-2 block saved activations match Korthikanti et al.: 34sbh + 5as^2
     CHECK(block_saved_bytes(w32, 0) == 2 * (32 * s * b * h + 4 * a * s * s * b) + 2 * s * b * h + a * s * s * b);
 }
 
-TEST_CASE("Llama block saved activations: 16sbh + 8sbi + 2as^2b (16-bit, no dropout, eager)") {
+TEST_CASE("Llama block saved activations: 24sbh + 8sbi + 2as^2b + 8sb (16-bit, no dropout, eager)") {
     const std::int64_t b = 1, s = 256, h = 4096, a = 32, i = 11008;
+    // HuggingFace's eager RMSNorm: autograd keeps x.to(float32) (pow and the
+    // rsqrt multiply read it), the rsqrt per row (fp32) and the cast-back output
+    // (the weight multiply's other operand): 4sbh + 2sbh + 4sb bytes per norm,
+    // two norms per block, in place of the 2sbh of a fused norm's input.
+    const std::int64_t norm16 = 4 * s * b * h + 2 * s * b * h + 4 * s * b;
     const Workload w = build_eager("llama2-7b", b, s, DType::fp16);
-    CHECK(block_saved_bytes(w, 0) == 16 * s * b * h + 8 * s * b * i + 2 * a * s * s * b);
+    CHECK(block_saved_bytes(w, 0) == 12 * s * b * h + 2 * norm16 + 8 * s * b * i + 2 * a * s * s * b);
+    // fp32: the casts are no-ops, so a norm keeps x and its output, 4 bytes each.
+    const std::int64_t norm32 = 8 * s * b * h + 4 * s * b;
     const Workload w32 = build_eager("llama2-7b", b, s, DType::fp32);
-    CHECK(block_saved_bytes(w32, 31) == 2 * block_saved_bytes(w, 31));
+    CHECK(block_saved_bytes(w32, 31) == 2 * (block_saved_bytes(w, 31) - 2 * norm16) + 2 * norm32);
+}
+
+namespace {
+
+struct KernelCount {
+    int kernels = 0;
+    std::int64_t bytes = 0, indexed = 0;
+};
+
+KernelCount count(const std::vector<Op>& ops, const std::string& prefix) {
+    KernelCount k;
+    for (const Op& op : ops)
+        if (op.name.starts_with(prefix)) {
+            k.kernels += op.kernels;
+            k.bytes += op.bytes;
+            k.indexed += op.indexed_elements;
+        }
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("Llama RMSNorm runs torch's eager kernels: 8 forward, 15 backward, 3 of each broadcast or casting") {
+    // LlamaRMSNorm.forward: x.to(float32); pow(2); mean(-1); + eps; rsqrt;
+    // x * rsqrt (broadcast); .to(bf16); weight * x (broadcast), as the Kineto
+    // trace of a real block lists them (bench/results/cuda.md).
+    const std::int64_t b = 2, s = 64, h = 4096, E = b * s * h;
+    const Workload w = build("llama2-7b", b, s, DType::bf16);
+    const Layer& norm = layer_named(w, "layers.3.input_layernorm");
+    const KernelCount f = count(norm.forward, "input_layernorm");
+    CHECK(f.kernels == 8);
+    // cast 2+4, pow 4+4, mean 4, x*rsqrt 4+4, cast back 4+2, weight*x 2+2 bytes per element
+    CHECK(f.bytes == (6 + 8 + 4 + 8 + 6 + 4) * E + 16 * b * s);
+    CHECK(f.indexed == 3 * E);  // the fp32 cast, x*rsqrt and weight*x
+    const KernelCount g = count(norm.backward, "input_layernorm");
+    CHECK(g.kernels == 15);
+    CHECK(g.indexed == 4 * E);  // grad*weight, the cast, grad*rsqrt, mean's expand
+    // fp32 activations: no casts.
+    const Workload w32 = build("llama2-7b", b, s, DType::fp32);
+    const Layer& norm32 = layer_named(w32, "layers.3.input_layernorm");
+    CHECK(count(norm32.forward, "input_layernorm").kernels == 6);
+    CHECK(count(norm32.backward, "input_layernorm").kernels == 13);
+    CHECK(count(norm32.forward, "input_layernorm").indexed == 2 * E);
+}
+
+TEST_CASE("Llama rotary runs 5 strided kernels per tensor forward, 6 backward, on q at full and k at kv width") {
+    // q * cos + rotate_half(q) * sin: mul, neg (half), cat, mul, add; backward
+    // the same and a copy back to the projection's layout.
+    const std::int64_t b = 2, s = 64, h = 8192, a = 64, kvd = 8 * (h / a);
+    const Workload w = build("llama2-70b", b, s, DType::bf16);
+    const Layer& core = layer_named(w, "layers.0.self_attn.core");
+    const KernelCount q = count(core.forward, "rotary.q");
+    const KernelCount k = count(core.forward, "rotary.k");
+    CHECK(q.kernels == 5);
+    CHECK(q.indexed == 9 * b * s * h / 2);
+    CHECK(k.indexed == 9 * b * s * kvd / 2);
+    CHECK(count(core.backward, "rotary.q").kernels == 6);
+    CHECK(count(core.backward, "rotary.k").indexed == 11 * b * s * kvd / 2);
+    // SDPA writes (b, s, heads, head_dim): no head-merge copy with flash.
+    CHECK(count(core.forward, "merge_heads").kernels == 0);
+    CHECK(count(layer_named(build_eager("llama2-70b", b, s), "layers.0.self_attn.core").forward, "merge_heads")
+              .kernels == 1);
+}
+
+TEST_CASE("SwiGLU backward is three kernels (two muls, silu_backward); the loss upcasts the logits to fp32") {
+    const std::int64_t b = 2, s = 64, i = 11008, vocab = 32000, T = b * s;
+    const Workload w = build("llama2-7b", b, s, DType::bf16);
+    const Layer& down = layer_named(w, "layers.0.mlp.down_proj");
+    CHECK(count(down.backward, "mul.bwd").kernels == 2);
+    CHECK(count(down.backward, "mul.bwd").bytes == 2 * 3 * 2 * T * i);
+    CHECK(count(down.backward, "silu.bwd").bytes == 3 * 2 * T * i);
+    const Layer& loss = layer_named(w, "loss");
+    const KernelCount f = count(loss.forward, "");
+    CHECK(f.indexed == T * vocab);                        // logits.float(): a casting copy
+    CHECK(f.bytes == (2 + 4) * T * vocab + 16 * T * vocab);  // the cast, then log_softmax's passes
+    CHECK(loss.saved_activation_bytes == 4 * T * vocab);     // the fp32 log-softmax output
 }
 
 TEST_CASE("flash attention: a GPT-2 block saves the eager total with the s^2 terms replaced") {
@@ -291,7 +374,9 @@ TEST_CASE("flash attention in Llama with GQA saves K and V at kv-head width and 
     const Layer& core = layer_named(w, "layers.0.self_attn.core");
     CHECK(core.saved_activation_bytes == (2 * s * b * h + 2 * s * b * kvd) * 2 + 4 * a * s * b);
     for (const Op& op : core.forward) CHECK(op.name != "repeat_kv");
-    CHECK(block_saved_bytes(w, 0) == 14 * s * b * h + 4 * s * b * kvd + 8 * s * b * i + 4 * a * s * b);
+    // Two eager RMSNorms keep 6sbh + 4sb bytes each (the test above).
+    CHECK(block_saved_bytes(w, 0) ==
+          10 * s * b * h + 2 * (6 * s * b * h + 4 * s * b) + 4 * s * b * kvd + 8 * s * b * i + 4 * a * s * b);
     bool eager_repeats = false;
     const Workload eager = build_eager("llama2-70b", b, s);
     for (const Op& op : layer_named(eager, "layers.0.self_attn.core").forward)

@@ -81,9 +81,10 @@ void check_names(const ParseError& e, const std::string& file, const std::string
 }  // namespace
 
 TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
-    for (const std::string name : {"h100-sxm", "a100-sxm"}) {
+    for (const std::string name : {"h100-sxm", "h200-sxm", "a100-sxm"}) {
         INFO(name);
         const Calibration c = load_hardware(name);
+        CHECK(c.device.indexed_elements_per_s > 0);
         CHECK(c.name == name);
         CHECK(c.provenance.source == "preset");
         CHECK(c.device.memory_bytes > 0);
@@ -96,7 +97,15 @@ TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
         CHECK(back.name == c.name);
         CHECK(back.collectives.size() == c.collectives.size());
         CHECK(back.device.mem_bw_gbps == c.device.mem_bw_gbps);
+        CHECK(back.device.indexed_elements_per_s == c.device.indexed_elements_per_s);
     }
+    // A file written before the element rate existed reads as "not limiting".
+    std::string old_text = to_json_text(load_hardware("h100-sxm"));
+    const auto at = old_text.find("\"indexed_elements_per_s\"");
+    REQUIRE(at != std::string::npos);
+    const auto comma = old_text.rfind(',', at);
+    old_text.erase(comma, old_text.find_first_of(",}", at) - comma);
+    CHECK(calibration_from_json_text(old_text, "old.json").device.indexed_elements_per_s == 0);
     std::vector<std::string> names;
     for (const auto& p : list_presets()) names.push_back(p.name);
     CHECK(std::find(names.begin(), names.end(), "h100-sxm") != names.end());

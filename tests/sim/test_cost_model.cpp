@@ -342,3 +342,27 @@ TEST_CASE("an elementwise pass streams its bytes at the achieved bandwidth plus 
     }
     CHECK(cost.elementwise_ns(0) == 0.0);
 }
+
+TEST_CASE("a non-vectorized kernel takes its elements at the element rate when that is slower than its bytes") {
+    Calibration c = base_calibration();
+    c.device.indexed_elements_per_s = 300e9;
+    const CostModel cost(c);
+    const double overhead_ns = kOverheadUs * 1e3;
+    models::Op op = models::make_elementwise("x*rsqrt", 8 * 33'554'432LL, 0);
+    const double by_bytes = as_double(op.bytes) / (kMemBwGbps * kElementwiseEff) + overhead_ns;
+    CHECK(cost.op_ns(op) == Approx(by_bytes).epsilon(1e-12));  // vectorized: bytes only
+    op.indexed_elements = 33'554'432;
+    const double by_elements = 33'554'432.0 / 300e9 * 1e9 + overhead_ns;
+    CHECK(cost.op_ns(op) == Approx(std::max(by_bytes, by_elements)).epsilon(1e-12));
+    // Few elements over many bytes: the bandwidth bound wins.
+    op.indexed_elements = 1000;
+    CHECK(cost.op_ns(op) == Approx(by_bytes).epsilon(1e-12));
+    // Several kernels: one launch overhead each.
+    op.kernels = 3;
+    CHECK(cost.op_ns(op) == Approx(by_bytes + 2 * overhead_ns).epsilon(1e-12));
+    // A calibration without the rate (CPU backends): bytes only.
+    c.device.indexed_elements_per_s = 0;
+    op.indexed_elements = 33'554'432;
+    op.kernels = 1;
+    CHECK(CostModel(c).op_ns(op) == Approx(by_bytes).epsilon(1e-12));
+}

@@ -40,6 +40,12 @@ struct Op {
     double flops = 0;        // floating-point operations (2mnk*batch for a GEMM)
     bool recompute = false;  // work repeated from the forward (flash attention's QK^T in backward):
                              // priced like any op, but not counted in Workload::model_flops()
+    // Elements of a kernel that torch runs through TensorIterator's
+    // non-vectorized path (a broadcast, strided or dtype-casting operand, or a
+    // cat): bound by an element rate (DeviceSpec::indexed_elements_per_s), not by
+    // its bytes. 0: a vectorized kernel, bound by its bytes.
+    std::int64_t indexed_elements = 0;
+    int kernels = 1;  // kernel launches the op stands for (a few tiny ones ride on a larger one)
 };
 
 Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype);

@@ -76,6 +76,11 @@ struct DeviceSpec {
     double mem_bw_gbps = 0;             // peak memory bandwidth
     double elementwise_efficiency = 0;  // achieved / peak for streaming kernels
     double kernel_overhead_us = 0;      // per-kernel launch gap on the device
+    // Elements per second of torch's non-vectorized elementwise kernels
+    // (broadcast, strided or casting operands), which index-math, not memory,
+    // bounds: the same on an H100 and an H200 (bench/results/cuda.md). 0: not
+    // limiting (CPU backends, whose passes are bound by bandwidth).
+    double indexed_elements_per_s = 0;
 };
 
 struct HostSpec {

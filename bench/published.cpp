@@ -1,0 +1,115 @@
+// dtsim against published and measured runs on GPUs (issue 13, item 9).
+//
+// Table 1: one Llama-2 decoder block's forward+backward compute (activation
+// recompute included) against real PyTorch blocks timed on an H100 and an
+// H200 by bench/cuda/torch_llama_layers.py (bench/results/cuda.md; the figures
+// are bench/results/cuda/h100-torch_llama_layers.json and
+// h200-torch_llama_layers.json). Batch 2 x 4096 tokens, bf16. The H200 run
+// did not zero the gradients between iterations, so its blocks include one
+// gradient accumulation (about 0.35 ms for 7B, 0.5 ms for 13B) that the H100
+// run, and training loops, do not.
+//
+// Table 2: whole training steps against the PyTorch blog "Maximizing training
+// throughput using PyTorch FSDP" (IBM and Meta, 2024): Llama 2, sequence
+// 4096, bf16 FSDP FULL_SHARD with SDPA, batch 2 per GPU, on 128 A100-80GB
+// (16 nodes) and 96 H100-80GB (12 nodes), tokens/s per GPU. The 13B row used
+// selective activation checkpointing, which dtsim does not model yet: it runs
+// with full checkpointing and is marked as a lower bound.
+//
+// Target: within 10% on every row. Prints each row's error and the worst.
+//   build/release/bench/published
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+using dtsim::sim::Config;
+
+Config llama(const std::string& model, bool ckpt, int nodes) {
+    Config c;
+    c.model = model;
+    c.strategy = "fsdp";
+    c.topology = {nodes, 8};
+    c.micro_batch = 2;
+    c.seq_len = 4096;
+    c.precision = dtsim::sim::Precision::bf16_mixed;
+    c.activation_checkpointing = ckpt;
+    return c;
+}
+
+// Priced compute of block 1 (forward, backward and recompute), in seconds.
+double block_compute_s(const Config& c, const dtsim::calib::Calibration& cal) {
+    const auto w = dtsim::sim::build_workload(c);
+    const auto plan = dtsim::sim::lower(w, c);
+    const auto prices = dtsim::sim::CostModel(cal).price(plan, w);
+    double ns = 0;
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+        const auto& t = plan.tasks[i];
+        if (t.kind != dtsim::sim::TaskKind::compute || t.layer < 0 || t.micro_step != 0) continue;
+        if (w.layers[static_cast<std::size_t>(t.layer)].block == 1) ns += static_cast<double>(prices[i]);
+    }
+    return ns * 1e-9;
+}
+
+struct Row {
+    std::string what, hardware, model;
+    bool ckpt;
+    int nodes;
+    double reference;  // seconds per block (table 1) or tokens/s per GPU (table 2)
+    std::string note;
+};
+
+}  // namespace
+
+int main() {
+    double worst = 0;
+    auto report = [&worst](const Row& r, double predicted, const char* unit, double scale) {
+        const double error = predicted / r.reference - 1;
+        const bool counted = r.note.empty();
+        if (counted) worst = std::max(worst, std::abs(error));
+        fmt::print("  {:<34} {:>10.2f} {:>10.2f} {}  {:>+7.1f}%{}\n", r.what, r.reference * scale, predicted * scale,
+                   unit, 100 * error, counted ? "" : "  (" + r.note + ")");
+    };
+
+    fmt::print("Table 1: one Llama-2 block, forward+backward, batch 2 x 4096, bf16: real PyTorch against dtsim\n");
+    fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "torch", "dtsim", "error");
+    const std::vector<Row> blocks{
+        {"7B, no AC, H100 (h100-sxm)", "h100-sxm", "llama2-7b", false, 1, 22.30e-3, ""},
+        {"13B, no AC, H100 (h100-sxm)", "h100-sxm", "llama2-13b", false, 1, 34.63e-3, ""},
+        {"70B, full AC, H100 (h100-sxm)", "h100-sxm", "llama2-70b", true, 1, 96.89e-3, ""},
+        {"7B, no AC, H200 (h200-sxm)", "h200-sxm", "llama2-7b", false, 1, 21.98e-3, ""},
+        {"13B, no AC, H200 (h200-sxm)", "h200-sxm", "llama2-13b", false, 1, 34.74e-3, ""},
+        {"70B, full AC, H200 (h200-sxm)", "h200-sxm", "llama2-70b", true, 1, 98.71e-3, ""},
+    };
+    for (const auto& r : blocks)
+        report(r, block_compute_s(llama(r.model, r.ckpt, r.nodes), dtsim::calib::load_hardware(r.hardware)), "ms",
+               1e3);
+
+    fmt::print("\nTable 2: tokens/s per GPU, PyTorch FSDP blog (2024), batch 2 x 4096, bf16, FSDP FULL_SHARD\n");
+    fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "published", "dtsim", "error");
+    const std::vector<Row> steps{
+        {"7B, no AC, 128 A100", "a100-sxm", "llama2-7b", false, 16, 3700, ""},
+        {"13B, selective AC, 128 A100", "a100-sxm", "llama2-13b", true, 16, 1800, "full AC: a lower bound"},
+        {"70B, full AC, 128 A100", "a100-sxm", "llama2-70b", true, 16, 370, ""},
+        {"7B, no AC, 96 H100", "h100-sxm", "llama2-7b", false, 12, 7500, ""},
+        {"13B, selective AC, 96 H100", "h100-sxm", "llama2-13b", true, 12, 3800, "full AC: a lower bound"},
+        {"70B, full AC, 96 H100", "h100-sxm", "llama2-70b", true, 12, 800, ""},
+    };
+    for (const auto& r : steps) {
+        const Config c = llama(r.model, r.ckpt, r.nodes);
+        const auto result = dtsim::sim::simulate(c, dtsim::calib::load_hardware(r.hardware));
+        const double tokens = static_cast<double>(c.micro_batch * c.seq_len);
+        report(r, tokens / result.metrics.step_time_s, "  ", 1);
+    }
+    fmt::print("\nworst error over the counted rows: {:.1f}% (target: 10%)\n", 100 * worst);
+    return 0;
+}
