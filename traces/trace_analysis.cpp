@@ -238,11 +238,16 @@ private:
         std::map<std::int64_t, Window> steps;
         std::map<std::int64_t, Interval> gpu_steps;
         std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+        std::int64_t gpu_lo = lo, gpu_hi = hi;  // the device's first start and last end
         for (std::int32_t t : v.tracks) {
             const bool gpu_track = track(t).kind == TrackKind::gpu_stream;
             for_spans(t, [&](std::int32_t, const Span& s) {
                 lo = std::min(lo, s.start_ns);
                 hi = std::max(hi, s.start_ns + s.dur_ns);
+                if (gpu_track) {
+                    gpu_lo = std::min(gpu_lo, s.start_ns);
+                    gpu_hi = std::max(gpu_hi, s.start_ns + s.dur_ns);
+                }
                 if (s.kind != SpanKind::annotation) return;
                 const auto n = profiler_step(m_.str(s.name));
                 if (!n) return;
@@ -256,8 +261,15 @@ private:
         }
         std::vector<Window> out;
         if (steps.empty()) {
+            // No steps: the whole trace. On the GPU the breakdown runs from the
+            // first kernel's start to the last one's end, as HTA's temporal
+            // breakdown does (its kernel_time), not over the host's lead-in.
+            const bool gpu = v.basis == BreakdownBasis::gpu_kernels && gpu_lo <= gpu_hi;
             if (lo <= hi && o_.step < 0)
-                out.push_back(Window{.step = -1, .start_ns = lo, .dur_ns = hi - lo, .breakdown = {lo, hi}});
+                out.push_back(Window{.step = -1,
+                                     .start_ns = lo,
+                                     .dur_ns = hi - lo,
+                                     .breakdown = gpu ? Interval{gpu_lo, gpu_hi} : Interval{lo, hi}});
             return out;
         }
         for (auto& [n, w] : steps) {
