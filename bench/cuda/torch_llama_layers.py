@@ -10,7 +10,7 @@ as FSDP's bf16 mixed-precision policy hands them to the forward.
 For each configuration it times forward+backward of a stack of 2 and of 4
 blocks (CUDA events, after warm-up); the difference over 2 is one block's cost,
 free of the embedding, head and loss. With --profile it also records one
-iteration of the 2-block 7B stack under DDP (world size 1, NCCL) with
+iteration of a 2-block stack (7B unless --profile-config) under DDP (world size 1, NCCL) with
 torch.profiler, writes the Kineto trace, and sums the GPU kernel time by class
 (GEMM, attention, other: elementwise, norms, copies).
 
@@ -151,7 +151,7 @@ def kernel_class(name):
     return "other"
 
 
-def profile(model, ids, out, device):
+def profile(model, ids, out, device, name):
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile as tprofile
 
@@ -166,7 +166,7 @@ def profile(model, ids, out, device):
         step(ddp, ids)
         if device == "cuda":
             torch.cuda.synchronize()
-    path = os.path.join(out, "llama2-7b-2blocks-ddp1.pt.trace.json")
+    path = os.path.join(out, f"{name}-2blocks-ddp1.pt.trace.json")
     prof.export_chrome_trace(path)
     by_class, count = {}, {}
     with open(path) as f:
@@ -186,6 +186,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes, to check the script on a CPU")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--profile-config", default="llama2-7b", help="the configuration --profile records")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=4096)
@@ -208,8 +209,8 @@ def main():
             model = Stack(layers, d, heads, kv, inter, vocab, ac).to(dev, torch.bfloat16)
             ids = torch.randint(0, vocab, (batch, seq), device=dev)
             times[layers] = timed(model, ids, iters, warmup, dev)
-            if name == "llama2-7b" and layers == 2 and a.profile:
-                results["profile"] = profile(model, ids, a.out, dev)
+            if name == a.profile_config and layers == 2 and a.profile:
+                results["profile"] = profile(model, ids, a.out, dev, name)
             del model
             if dev == "cuda":
                 torch.cuda.empty_cache()
