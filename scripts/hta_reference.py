@@ -119,9 +119,9 @@ def compute(trace_dir: str) -> dict:
                 text = "returned None"
             elif hasattr(res, "to_dict"):
                 text = "returned " + json.dumps(res.to_dict(orient="records") if hasattr(res, "columns")
-                                                else res.to_dict(), default=str)[:400]
+                                                else res.to_dict(), default=str)[:4000]
             else:
-                text = "returned " + repr(res)[:400]
+                text = "returned " + repr(res)[:4000]
         except Exception as e:  # noqa: BLE001 - we record whatever HTA raises
             text = f"raised {type(e).__name__}: {str(e)[:300]}"
         out["other_calls"][label] = text

@@ -244,7 +244,10 @@ private:
             for_spans(t, [&](std::int32_t, const Span& s) {
                 lo = std::min(lo, s.start_ns);
                 hi = std::max(hi, s.start_ns + s.dur_ns);
-                if (gpu_track) {
+                // HTA's window takes every event with a stream, the device's
+                // syncs too (a Context Sync has stream 2^32-1, not -1), and
+                // counts them neither compute nor non-compute.
+                if (gpu_track || category_is(s, "cuda_sync")) {
                     gpu_lo = std::min(gpu_lo, s.start_ns);
                     gpu_hi = std::max(gpu_hi, s.start_ns + s.dur_ns);
                 }
