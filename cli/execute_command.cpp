@@ -95,6 +95,8 @@ void run_execute(const ExecuteOptions& o) {
                       {"steps", result.steps},
                       {"step_time_s", result.step_time_s},
                       {"median_step_time_s", result.median_step_time_s},
+                      {"peak_memory_bytes", result.peak_memory_bytes},
+                      {"peak_rss_bytes", result.peak_rss_bytes},
                       {"loss", result.loss},
                       {"notes", result.notes}};
             fmt::print("{}\n", j.dump(2));
