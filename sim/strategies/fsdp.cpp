@@ -3,12 +3,13 @@
 // parameters form one flat parameter, sharded over the shard group (§3.2):
 // unshard = one all-gather in param_dtype before the unit runs, gradient
 // reduction = one reduce-scatter in reduce_dtype after its backward (plus, for
-// the hybrid strategies, an all-reduce of the shard across nodes). The
-// all-gathers run on their own stream ("all-gather", the unshard stream), the
-// reductions on theirs ("reduce-scatter", the post-backward stream;
-// "all-reduce" for the hybrid inter-node and NO_SHARD all-reduces), so the
-// engine overlaps them with compute and makes concurrent collectives share the
-// link. The CPU issue points of the hooks (pre-forward, pre-backward,
+// the hybrid strategies, an all-reduce of the shard across nodes). FSDP issues
+// the all-gathers from its unshard stream and the reduce-scatters from its
+// post-backward stream, but both go to the shard group's process group, and
+// ProcessGroupNCCL runs a group's collectives on that group's one NCCL stream,
+// in issue order: so they share one stream here ("shard group"), serialized,
+// overlapping compute; the hybrid inter-node and NO_SHARD all-reduces, on
+// another group, have theirs ("all-reduce") and share the link with them. The CPU issue points of the hooks (pre-forward, pre-backward,
 // post-backward) are modelled as dependencies on compute tasks.
 //
 // Gradient accumulation (§3.3, §6): with no_sync (the default) micro-steps
@@ -138,8 +139,9 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
 
     const int shard_group = !sharded ? -1 : hybrid ? step.node_group() : step.world_group();
     const int replicate_group = replicate_ranks <= 1 ? -1 : hybrid ? step.cross_node_group() : step.world_group();
-    const int all_gather_stream = sharded ? step.stream("all-gather", TaskKind::collective) : -1;
-    const int reduce_scatter_stream = sharded ? step.stream("reduce-scatter", TaskKind::collective) : -1;
+    const int shard_group_stream = sharded ? step.stream("shard group", TaskKind::collective) : -1;
+    const int all_gather_stream = shard_group_stream;
+    const int reduce_scatter_stream = shard_group_stream;
     const int all_reduce_stream = replicate_group >= 0 ? step.stream("all-reduce", TaskKind::collective) : -1;
     const int h2d_stream = offload && sharded ? step.stream("h2d", TaskKind::copy) : -1;
     const int d2h_stream = offload ? step.stream("d2h", TaskKind::copy) : -1;
@@ -332,14 +334,16 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             // Post-backward hook: the unit's gradient is complete. _should_free_in_backward:
             // sync_gradients or a RESHARD_AFTER_FORWARD strategy.
             if (unsharded[static_cast<std::size_t>(u)] && (sync || reshard_after_forward)) reshard(u, b);
-            if (sync) reduce(m, u, b);
-            // BACKWARD_POST: the next unit's all-gather in _post_backward_reshard, after this
-            // unit is resharded and its reduce-scatter issued. The CPU runs ahead of the GPU:
-            // it reaches this hook about when the unit's backward kernels are issued, modelled
-            // (as for forward without forward_prefetch, §3.4, unverified) as after the unit's
-            // first backward task. NONE waits for the unit's whole backward instead (the
-            // next unit's pre-backward hook above).
+            // BACKWARD_POST: the next unit's all-gather in _post_backward_reshard, which
+            // _post_backward_hook calls before _reduce_grad: issued after this unit is
+            // resharded and before its reduce-scatter, which then queues behind it on the
+            // shard group's stream. The CPU runs ahead of the GPU: it reaches this hook
+            // about when the unit's backward kernels are issued, modelled (as for forward
+            // without forward_prefetch, §3.4, unverified) as after the unit's first
+            // backward task. NONE waits for the unit's whole backward instead (the next
+            // unit's pre-backward hook above).
             if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(unit_first_backward);
+            if (sync) reduce(m, u, b);
         }
     }
 

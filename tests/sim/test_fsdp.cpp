@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,7 +82,7 @@ const std::string& stream_name(const SimResult& r, const Task& t) {
 bool is_fsdp_collective(const SimResult& r, const Task& t) {
     if (t.kind != TaskKind::collective) return false;
     const std::string& s = stream_name(r, t);
-    return s == "all-gather" || s == "reduce-scatter" || s == "all-reduce";
+    return s == "shard group" || s == "all-reduce";
 }
 
 struct Traffic {
@@ -613,4 +614,49 @@ TEST_CASE("fsdp on one rank runs as NO_SHARD without collectives") {
     SimResult r = run(c);
     CHECK(r.metrics.collectives.empty());
     CHECK(resident(r, MemCategory::parameters) == 4 * r.workload->param_count());
+}
+
+TEST_CASE("fsdp: one process group, one NCCL stream: all-gathers and reduce-scatters never overlap (§3.4)") {
+    // ProcessGroupNCCL launches every collective of a group on that group's one
+    // NCCL stream, in issue order, whichever user stream (FSDP's unshard or
+    // post-backward stream) issued it. And _post_backward_hook calls
+    // _post_backward_reshard (BACKWARD_POST's prefetch of the next unit) before
+    // _reduce_grad, so under BACKWARD_POST the next all-gather is issued before
+    // this unit's reduce-scatter and the reduce-scatter queues behind it.
+    for (const char* prefetch : {"BACKWARD_POST", "BACKWARD_PRE"}) {
+        INFO(prefetch);
+        Config c = fsdp_config("gpt2-xl", 2, 8);  // inter-node: the collectives are long
+        c.micro_batch = 4;
+        c.knobs = {{"backward_prefetch", prefetch}};
+        const SimResult r = run(c);
+        std::vector<std::int32_t> shard;  // the shard group's collectives, in issue order
+        for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+            const Task& t = r.plan.tasks[i];
+            if (t.kind == TaskKind::collective &&
+                (t.collective == CollectiveKind::allgather || t.collective == CollectiveKind::reduce_scatter))
+                shard.push_back(static_cast<std::int32_t>(i));
+        }
+        REQUIRE(shard.size() > 2);
+        std::set<int> streams;
+        for (auto i : shard) streams.insert(r.plan.tasks[static_cast<std::size_t>(i)].stream);
+        CHECK(streams.size() == 1);
+        // No two of them run at once: each starts after the one issued before it ends.
+        for (std::size_t k = 1; k < shard.size(); ++k)
+            CHECK(r.schedule.timings[static_cast<std::size_t>(shard[k])].start_ns >=
+                  r.schedule.timings[static_cast<std::size_t>(shard[k - 1])].end_ns);
+        if (std::string(prefetch) != "BACKWARD_POST") continue;
+        // In backward, a reduce-scatter issued right after an all-gather follows the
+        // all-gather of the next unit, not its own unit's (which the issue order
+        // RS(u), AG(u+1) of a reduce-before-prefetch hook would give).
+        int checked = 0;
+        for (std::size_t k = 1; k < shard.size(); ++k) {
+            const Task& t = r.plan.tasks[static_cast<std::size_t>(shard[k])];
+            const Task& before = r.plan.tasks[static_cast<std::size_t>(shard[k - 1])];
+            if (t.collective != CollectiveKind::reduce_scatter || before.collective != CollectiveKind::allgather)
+                continue;
+            CHECK(before.bucket != t.bucket);
+            ++checked;
+        }
+        CHECK(checked > 10);
+    }
 }
