@@ -12,6 +12,7 @@
 #      DDP on one GPU, with that calibration   -> execute-*.json, trace-llama2-7b.json
 #   4. bench/cuda/torch_llama_layers.py: real PyTorch Llama-2 blocks, where the
 #      machine's python3 has torch             -> torch_llama_layers.json, a Kineto trace
+#      (DTSIM_GPU_SKIP_TORCH=1 skips it; bench/cuda/torch_adam_step.py runs on its own)
 # bench/cuda/README.md says how the figures were turned into bench/results/cuda.md.
 set -uo pipefail
 bundle=$(cd "${1:?bundle dir}" && pwd)
