@@ -4,7 +4,8 @@
 // recompute included) against real PyTorch blocks timed on an H100 and an
 // H200 by bench/cuda/torch_llama_layers.py (bench/results/cuda.md; the figures
 // are bench/results/cuda/h100-torch_llama_layers.json and
-// h200-torch_llama_layers.json). Batch 2 x 4096 tokens, bf16. The H200 run
+// h200-torch_llama_layers.json; GPT-2 XL's h100-torch_gpt2xl.json). Batch 2 x
+// 4096 tokens (GPT-2 XL: 4 x 1024), bf16. The H200 run
 // did not zero the gradients between iterations, so its blocks include one
 // gradient accumulation (about 0.35 ms for 7B, 0.5 ms for 13B) that the H100
 // run, and training loops, do not.
@@ -35,12 +36,13 @@ namespace {
 using dtsim::sim::Config;
 
 Config llama(const std::string& model, bool ckpt, int nodes) {
+    const bool gpt2 = model.starts_with("gpt2");  // torch_llama_layers.py runs GPT-2 XL at 4 x 1024
     Config c;
     c.model = model;
     c.strategy = "fsdp";
     c.topology = {nodes, 8};
-    c.micro_batch = 2;
-    c.seq_len = 4096;
+    c.micro_batch = gpt2 ? 4 : 2;
+    c.seq_len = gpt2 ? 1024 : 4096;
     c.precision = dtsim::sim::Precision::bf16_mixed;
     c.activation_checkpointing = ckpt;
     return c;
@@ -80,7 +82,7 @@ int main() {
                    unit, 100 * error, counted ? "" : "  (" + r.note + ")");
     };
 
-    fmt::print("Table 1: one Llama-2 block, forward+backward, batch 2 x 4096, bf16: real PyTorch against dtsim\n");
+    fmt::print("Table 1: one decoder block, forward+backward, bf16 (Llama-2: batch 2 x 4096): real PyTorch against dtsim\n");
     fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "torch", "dtsim", "error");
     const std::vector<Row> blocks{
         {"7B, no AC, H100 (h100-sxm)", "h100-sxm", "llama2-7b", false, 1, 22.30e-3, ""},
@@ -89,6 +91,7 @@ int main() {
         {"7B, no AC, H200 (h200-sxm)", "h200-sxm", "llama2-7b", false, 1, 21.98e-3, ""},
         {"13B, no AC, H200 (h200-sxm)", "h200-sxm", "llama2-13b", false, 1, 34.74e-3, ""},
         {"70B, full AC, H200 (h200-sxm)", "h200-sxm", "llama2-70b", true, 1, 98.71e-3, ""},
+        {"GPT-2 XL, 4 x 1024, H100 (h100-sxm)", "h100-sxm", "gpt2-xl", false, 1, 2.730e-3, ""},
     };
     for (const auto& r : blocks)
         report(r, block_compute_s(llama(r.model, r.ckpt, r.nodes), dtsim::calib::load_hardware(r.hardware)), "ms",

@@ -1,4 +1,4 @@
-"""Real PyTorch Llama-2 blocks on one GPU: the reference for dtsim's per-block
+"""Real PyTorch Llama-2 (and GPT-2 XL) blocks on one GPU: the reference for dtsim's per-block
 compute model (issue 13, item 9: H100 predictions 35-65% above the PyTorch
 blog's FSDP runs).
 
@@ -31,6 +31,8 @@ from torch.utils.checkpoint import checkpoint
 
 # name: hidden, heads, kv heads, intermediate, activation checkpointing as in the blog's row
 CONFIGS = {
+    # GPT-2 (HF GPT2Block: LayerNorm, fused qkv, SDPA, gelu_new written out): kv = heads
+    "gpt2-xl": (1600, 25, 25, 6400, "none"),
     "llama2-7b": (4096, 32, 32, 11008, "none"),
     "llama2-13b": (5120, 40, 40, 13824, "none"),
     "llama2-70b": (8192, 64, 8, 28672, "full"),
@@ -88,12 +90,40 @@ class Block(nn.Module):
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
 
+def gelu_new(x):
+    # HF's NewGELUActivation, eager: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, d, heads, inter):
+        super().__init__()
+        self.heads, self.hd = heads, d // heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, inter)
+        self.mlp_proj = nn.Linear(inter, d)
+
+    def forward(self, x, cos=None, sin=None):
+        b, s, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q, k, v = (t.view(b, s, self.heads, self.hd).transpose(1, 2) for t in (q, k, v))
+        # GPT-2's dropouts (0.1: attention, residual, MLP), as HF trains it
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1 if self.training else 0.0)
+        x = x + F.dropout(self.c_proj(a.transpose(1, 2).reshape(b, s, d)), 0.1, self.training)
+        return x + F.dropout(self.mlp_proj(gelu_new(self.c_fc(self.ln_2(x)))), 0.1, self.training)
+
+
 class Stack(nn.Module):
     def __init__(self, layers, d, heads, kv_heads, inter, vocab, ac):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.layers = nn.ModuleList(Block(d, heads, kv_heads, inter) for _ in range(layers))
-        self.norm = RMSNorm(d)
+        gpt2 = vocab == 50257
+        self.layers = nn.ModuleList((Gpt2Block(d, heads, inter) if gpt2 else Block(d, heads, kv_heads, inter))
+                                    for _ in range(layers))
+        self.norm = nn.LayerNorm(d) if gpt2 else RMSNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
         self.ac = ac
         hd = d // heads
@@ -201,8 +231,11 @@ def main():
     for name in a.configs.split(","):
         d, heads, kv, inter, ac = CONFIGS[name]
         batch, seq, vocab, iters, warmup = a.batch, a.seq, 32000, 5, 2
+        if name.startswith("gpt2"):
+            batch, seq, vocab = 4, 1024, 50257
         if a.small:
-            d, heads, kv, inter, seq, vocab, iters, warmup = 64, 4, 2 if kv != heads else 4, 160, 32, 100, 1, 1
+            d, heads, kv, inter, seq, iters, warmup = 64, 4, 2 if kv != heads else 4, 160, 32, 1, 1
+            vocab = 50257 if name.startswith("gpt2") else 100
         times = {}
         for layers in (2, 4):
             torch.manual_seed(0)
@@ -218,7 +251,7 @@ def main():
         tokens = batch * seq
         # Model FLOPs of one block's forward+backward (3x forward), causal attention counted at half.
         hd = d // heads
-        linear = 2 * tokens * (d * heads * hd * 2 + d * kv * hd * 2 + 3 * d * inter)
+        linear = 2 * tokens * (d * heads * hd * 2 + d * kv * hd * 2 + (2 if name.startswith("gpt2") else 3) * d * inter)
         attn = 2 * 2 * batch * heads * seq * seq * hd * 0.5
         flops = 3 * (linear + attn) * (4 / 3 if ac == "full" else 1)
         row = {"config": name, "hidden": d, "heads": heads, "kv_heads": kv, "intermediate": inter,
