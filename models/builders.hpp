@@ -64,11 +64,12 @@ void add_flash_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::
 
 // Eager modules of HuggingFace models, kernel by kernel as torch runs them
 // (eager_ops.cpp): RMSNorm over rows x width, rotary embedding on q and k,
-// SiLU(gate) * up over `elements`, and the fp32-upcast cross-entropy over
+// SiLU(gate) * up and GPT-2's gelu_new over `elements`, and the fp32-upcast cross-entropy over
 // rows x vocab logits. Each adds its ops and saved bytes to `lb`.
 void add_rms_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width);
 void add_rotary(LayerBuilder& lb, std::int64_t q_elements, std::int64_t k_elements);
 void add_swiglu(LayerBuilder& lb, std::int64_t elements);
+void add_gelu_new(LayerBuilder& lb, std::int64_t elements);
 void add_upcast_cross_entropy(LayerBuilder& lb, std::int64_t rows, std::int64_t vocab);
 
 struct Gpt2Config {

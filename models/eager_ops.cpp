@@ -120,6 +120,24 @@ void add_swiglu(LayerBuilder& lb, std::int64_t elements) {
           {vectorized("mul.bwd", 6 * dt * elements, dtype, flops_per_element::mul * E, 2)});
 }
 
+// HuggingFace's NewGELUActivation (GPT-2's "gelu_new"), written out in torch:
+// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), over E
+// elements, every kernel vectorized (the H100 trace of GPT-2 XL lists them):
+//   forward:  pow, mul, add, mul, tanh, add, mul (0.5x), mul: 8 kernels, 18dt E
+//             bytes (five unary 2dt, two binary 3dt... as listed: 2+2+3+2+2+2+2+3)
+//   backward: the final mul's two products, tanh_backward, 4 scalar muls, pow,
+//             the mul by 3x^2, two add_ into x's gradient: 11 kernels, 28dt E
+// Saved beyond the input (which the caller counts): tanh's output and the
+// final mul's operands (0.5x and 1 + tanh), 3dt E bytes.
+void add_gelu_new(LayerBuilder& lb, std::int64_t elements) {
+    const DType dtype = lb.dtype();
+    const std::int64_t dt = dtype_bytes(dtype);
+    const double flops = flops_per_element::gelu * static_cast<double>(elements);
+    lb.op(vectorized("gelu_new", 18 * dt * elements, dtype, flops, 8),
+          {vectorized("gelu_new.bwd", 28 * dt * elements, dtype, flops, 11)});
+    lb.save(3 * dt * elements);
+}
+
 // HuggingFace's causal-LM loss (ForCausalLMLoss): logits.float(), then
 // cross_entropy (log_softmax + nll_loss), over L = tokens x vocab logits.
 //   forward:  [cast to fp32: indexed L, (dt+4)L], log_softmax: 16L (the max

@@ -16,7 +16,7 @@
 // tensors in module order, ln_f.
 //
 // Saved activations with eager attention (Korthikanti et al. 2022, Sec. 4.1),
-// per block in 16-bit activations: 34*s*b*h + 5*a*s^2*b bytes, split as
+// per block in 16-bit activations, split as
 //   ln_1        input                                   2sbh
 //   attn.c_attn input                                   2sbh
 //   attn.core   Q and K (QK^T) 4sbh, softmax output 2as^2b, dropout mask as^2b,
@@ -24,10 +24,14 @@
 //   attn.c_proj input 2sbh + dropout mask sbh           3sbh
 //   ln_2        input                                   2sbh
 //   mlp.c_fc    input 2sbh + GELU input 8sbh            10sbh
+//               + gelu_new's eager intermediates (tanh's output, 0.5x and
+//               1 + tanh: eager_ops.cpp)                 24sbh
 //   mlp.c_proj  input 8sbh + dropout mask sbh           9sbh
-// With flash attention attn.core saves Q, K, V and the output O (8sbh) plus
-// the fp32 log-sum-exp (4asb) instead of 6sbh + 5as^2b, so a block saves
-// 36*s*b*h + 4*a*s*b bytes: linear in s.
+// Korthikanti et al. count one GELU input; HF's gelu_new, written out in torch,
+// keeps three more tensors of the MLP's width, so a block saves 58*s*b*h +
+// 5*a*s^2*b. With flash attention attn.core saves Q, K, V and the output O
+// (8sbh) plus the fp32 log-sum-exp (4asb) instead of 6sbh + 5as^2b, so a block
+// saves 60*s*b*h + 4*a*s*b bytes: linear in s.
 // Tensors are counted at dtype_bytes(activation dtype), dropout masks at one
 // byte per element (so fp32 doubles the tensor parts only). Outside blocks:
 // wte the token ids (int64), wpe the position ids (int64) and the embedding
@@ -130,7 +134,7 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& c, std::int64_t m
             lb.param(p + "mlp.c_fc.weight", {h, inner}, index++);
             lb.param(p + "mlp.c_fc.bias", {inner}, index++);
             lb.gemm("c_fc", T, inner, h);
-            lb.elementwise("gelu", 2 * T * inner * dt, fpe::gelu * d(T * inner));
+            add_gelu_new(lb, T * inner);  // kernel by kernel, as torch runs HF's gelu_new
             lb.save(T * h * dt + T * inner * dt);
             w.layers.push_back(std::move(lb).finish());
         }

@@ -202,16 +202,21 @@ TEST_CASE("model flops sum the ops; training flops per token of gpt2 lie in [6P,
     CHECK(it->training_flops_per_token == Approx(per_token));
 }
 
-TEST_CASE("GPT-2 block saved activations match Korthikanti et al.: 34sbh + 5as^2b (16-bit, eager)") {
+TEST_CASE("GPT-2 block saved activations: Korthikanti et al.'s 34sbh + 5as^2b plus gelu_new's 24sbh (16-bit, eager)") {
     const std::int64_t b = 2, s = 128, h = 768, a = 12;
+    // Korthikanti et al. count one GELU input. HF's gelu_new, written out in
+    // torch, also keeps tanh's output and the final product's operands (0.5x,
+    // 1 + tanh): three more tensors of the MLP's width 4h, 3 * 2 * 4sbh bytes.
+    const std::int64_t gelu_extra16 = 3 * 2 * 4 * s * b * h;
     const Workload w = build_eager("gpt2", b, s, DType::bf16);
     for (int block : {0, 5, 11}) {
         INFO("block " << block);
-        CHECK(block_saved_bytes(w, block) == 34 * s * b * h + 5 * a * s * s * b);
+        CHECK(block_saved_bytes(w, block) == 34 * s * b * h + 5 * a * s * s * b + gelu_extra16);
     }
     // fp32: tensors double, the three 1-byte dropout masks (as^2b + 2sbh) do not.
     const Workload w32 = build_eager("gpt2", b, s, DType::fp32);
-    CHECK(block_saved_bytes(w32, 0) == 2 * (32 * s * b * h + 4 * a * s * s * b) + 2 * s * b * h + a * s * s * b);
+    CHECK(block_saved_bytes(w32, 0) ==
+          2 * (32 * s * b * h + 4 * a * s * s * b) + 2 * s * b * h + a * s * s * b + 2 * gelu_extra16);
 }
 
 TEST_CASE("Llama block saved activations: 24sbh + 8sbi + 2as^2b + 8sb (16-bit, no dropout, eager)") {
@@ -305,6 +310,23 @@ TEST_CASE("SwiGLU backward is three kernels (two muls, silu_backward); the loss 
     CHECK(loss.saved_activation_bytes == 4 * T * vocab);     // the fp32 log-softmax output
 }
 
+TEST_CASE("GPT-2's gelu_new runs torch's 8 vectorized kernels forward and 11 backward") {
+    // pow, mul, add, mul, tanh, add, mul, mul as the H100 trace lists them: six of
+    // one operand (read + write, 2 + 2 bytes in bf16) and two of two (6): 36 bytes
+    // per element forward; backward 4 two-operand products (6), 4 scalar muls and
+    // a pow (4), two add_ (6): 56 bytes.
+    const std::int64_t b = 2, s = 64, h = 1600, E = b * s * 4 * h;
+    const Workload w = build("gpt2-xl", b, s, DType::bf16);
+    const Layer& fc = layer_named(w, "h.7.mlp.c_fc");
+    const KernelCount f = count(fc.forward, "gelu_new");
+    const KernelCount g = count(fc.backward, "gelu_new");
+    CHECK(f.kernels == 8);
+    CHECK(f.bytes == (6 * 4 + 2 * 6) * E);
+    CHECK(g.kernels == 11);
+    CHECK(g.bytes == (4 * 6 + 5 * 4 + 2 * 6) * E);
+    CHECK(f.indexed == 0);
+}
+
 TEST_CASE("flash attention: a GPT-2 block saves the eager total with the s^2 terms replaced") {
     const std::int64_t b = 2, s = 128, h = 768, a = 12;
     for (DType dt : {DType::bf16, DType::fp16, DType::fp32}) {
@@ -326,8 +348,8 @@ TEST_CASE("flash attention: a GPT-2 block saves the eager total with the s^2 ter
         }
         CHECK(layer_named(flash, "h.4.attn.core").saved_activation_bytes == flash_core);
     }
-    // 16-bit: 34sbh + 5as^2b becomes 36sbh + 4asb.
-    CHECK(block_saved_bytes(build("gpt2", b, s), 3) == 36 * s * b * h + 4 * a * s * b);
+    // 16-bit: 58sbh + 5as^2b becomes 60sbh + 4asb (gelu_new's 24sbh in both).
+    CHECK(block_saved_bytes(build("gpt2", b, s), 3) == 60 * s * b * h + 4 * a * s * b);
 }
 
 TEST_CASE("flash attention: half the eager core GEMM flops, no s^2 traffic, saved bytes linear in s") {

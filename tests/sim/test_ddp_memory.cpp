@@ -39,7 +39,7 @@ TEST_CASE("gradient_as_bucket_view saves one gradient copy when gradients outwei
     Config c = gpt2_config();
     // Small activations: the peak is at the end of backward, buckets plus .grad.
     c.micro_batch = 1;
-    c.seq_len = 128;
+    c.seq_len = 64;
     SimResult copies = simulate(c, cal);
     c.knobs = {{"gradient_as_bucket_view", "true"}};
     SimResult views = simulate(c, cal);
