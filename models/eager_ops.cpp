@@ -123,8 +123,8 @@ void add_swiglu(LayerBuilder& lb, std::int64_t elements) {
 // HuggingFace's NewGELUActivation (GPT-2's "gelu_new"), written out in torch:
 // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3)))), over E
 // elements, every kernel vectorized (the H100 trace of GPT-2 XL lists them):
-//   forward:  pow, mul, add, mul, tanh, add, mul (0.5x), mul: 8 kernels, 18dt E
-//             bytes (five unary 2dt, two binary 3dt... as listed: 2+2+3+2+2+2+2+3)
+//   forward:  pow, mul, add, mul, tanh, add, mul (0.5x), mul: 8 kernels, six
+//             of one tensor operand (2dt each) and two of two (3dt): 18dt E bytes
 //   backward: the final mul's two products, tanh_backward, 4 scalar muls, pow,
 //             the mul by 3x^2, two add_ into x's gradient: 11 kernels, 28dt E
 // Saved beyond the input (which the caller counts): tanh's output and the

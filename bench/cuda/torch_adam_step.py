@@ -70,7 +70,7 @@ def measure(kind, total, count, device, steps):
         torch.cuda.empty_cache()
     t = statistics.median(times)
     return {"impl": kind, "params": total, "tensors": count, "step_s": t, "ns_per_param": t / total * 1e9,
-            "bytes_per_param_at_copy_rate": None, "extra_peak_bytes": max(extra),
+            "extra_peak_bytes": max(extra),
             "extra_peak_per_param_bytes": max(extra) / total}
 
 
@@ -104,14 +104,12 @@ def main():
     rate = copy_rate(a.device) if a.device == "cuda" else None
     res["copy_bytes_per_s"] = rate
     for kind in ("foreach", "fused", "for-loop"):
-        if kind == "fused" and a.device == "cpu" and not hasattr(torch.optim.Adam, "_fused"):
-            pass
         try:
             row = measure(kind, total, a.tensors, a.device, a.steps)
         except Exception as e:  # fused is CUDA/CPU-version dependent
             row = {"impl": kind, "error": str(e)[:200]}
-        if rate and "step_s" in row:
-            row["bytes_per_param_at_copy_rate"] = row["step_s"] * rate / total
+        if "step_s" in row:
+            row["bytes_per_param_at_copy_rate"] = row["step_s"] * rate / total if rate else None
         print(json.dumps(row), flush=True)
         res["rows"].append(row)
     with open(os.path.join(a.out, "torch_adam_step.json"), "w") as f:

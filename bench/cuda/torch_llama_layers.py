@@ -117,10 +117,9 @@ class Gpt2Block(nn.Module):
 
 
 class Stack(nn.Module):
-    def __init__(self, layers, d, heads, kv_heads, inter, vocab, ac):
+    def __init__(self, layers, d, heads, kv_heads, inter, vocab, ac, gpt2=False):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        gpt2 = vocab == 50257
         self.layers = nn.ModuleList((Gpt2Block(d, heads, inter) if gpt2 else Block(d, heads, kv_heads, inter))
                                     for _ in range(layers))
         self.norm = nn.LayerNorm(d) if gpt2 else RMSNorm(d)
@@ -239,7 +238,7 @@ def main():
         times = {}
         for layers in (2, 4):
             torch.manual_seed(0)
-            model = Stack(layers, d, heads, kv, inter, vocab, ac).to(dev, torch.bfloat16)
+            model = Stack(layers, d, heads, kv, inter, vocab, ac, gpt2=name.startswith("gpt2")).to(dev, torch.bfloat16)
             ids = torch.randint(0, vocab, (batch, seq), device=dev)
             times[layers] = timed(model, ids, iters, warmup, dev)
             if name == a.profile_config and layers == 2 and a.profile:

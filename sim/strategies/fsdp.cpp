@@ -140,8 +140,6 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     const int shard_group = !sharded ? -1 : hybrid ? step.node_group() : step.world_group();
     const int replicate_group = replicate_ranks <= 1 ? -1 : hybrid ? step.cross_node_group() : step.world_group();
     const int shard_group_stream = sharded ? step.stream("shard group", TaskKind::collective) : -1;
-    const int all_gather_stream = shard_group_stream;
-    const int reduce_scatter_stream = shard_group_stream;
     const int all_reduce_stream = replicate_group >= 0 ? step.stream("all-reduce", TaskKind::collective) : -1;
     const int h2d_stream = offload && sharded ? step.stream("h2d", TaskKind::copy) : -1;
     const int d2h_stream = offload ? step.stream("d2h", TaskKind::copy) : -1;
@@ -185,7 +183,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         }
         const std::int32_t deps[] = {ready, limiter()};
         const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
-                                                    all_gather_stream, deps, m, u);
+                                                    shard_group_stream, deps, m, u);
         plan.alloc(MemCategory::gathered, un.padded * param_bytes);
         if (offload) plan.release(MemCategory::gathered, 4 * un.shard);
         unsharded[static_cast<std::size_t>(u)] = 1;
@@ -213,7 +211,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         const std::int32_t after[] = {grad_ready};
         if (sharded) {
             done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
-                                   reduce_scatter_stream, after, m, u);
+                                   shard_group_stream, after, m, u);
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan.alloc(MemCategory::gradients, cast);
             plan.release(MemCategory::gradients, unsharded_grad_bytes(u) + cast);
