@@ -47,8 +47,12 @@ SIM_ARGS = {
     "ddp_mlp": ["--strategy", "ddp"],
     "ddp_mlp_bucket1mb": ["--strategy", "ddp", "--set", "bucket_cap_mb=1"],
     "ddp_mlp_fp16hook": ["--strategy", "ddp", "--set", "comm_hook=fp16_compress"],
-    "fsdp1_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD"],
-    "fsdp2_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD"],
+    # torch wrapped each Linear (262,656 parameters) as its own unit; dtsim's
+    # size policy closing a unit at 200,000 parameters gives the same four units.
+    "fsdp1_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD",
+                  "--set", "auto_wrap_policy=size", "--set", "min_num_params=200000"],
+    "fsdp2_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD",
+                  "--set", "auto_wrap_policy=size", "--set", "min_num_params=200000"],
 }
 COMMON = ["--model", "mlp-4x512", "--nodes", "1", "--gpus-per-node", "2", "--micro-batch", "32",
           "--precision", "fp32", "--optimizer", "sgd", "--format", "json"]
