@@ -341,7 +341,8 @@ private:
                     trainer_->forward(t.micro_step, t.layer);
                 return;
             }
-            if (t.kind == TaskKind::compute && t.phase == Phase::optimizer) return trainer_->optimizer_step();
+            if (t.kind == TaskKind::compute && t.phase == Phase::optimizer)
+                return trainer_->optimizer_step(t.optimizer_impl);
             if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy)
                 return trainer_->copy_buckets_back(plan_.buckets);
             if (t.kind == TaskKind::collective && t.bucket >= 0)

@@ -44,6 +44,15 @@ std::string_view to_string(MemCategory c) {
     return "?";
 }
 
+std::string_view to_string(OptimizerImpl i) {
+    switch (i) {
+        case OptimizerImpl::fused: return "fused";
+        case OptimizerImpl::foreach: return "foreach";
+        case OptimizerImpl::for_loop: return "for-loop";
+    }
+    return "?";
+}
+
 std::string_view to_string(Transfer t) {
     switch (t) {
         case Transfer::none: return "none";

@@ -2,6 +2,8 @@
 
 #include "dtsim/common/error.hpp"
 
+#include <algorithm>
+
 namespace dtsim::sim {
 
 StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Config& config)
@@ -206,14 +208,62 @@ std::int32_t StepBuilder::nvme(Transfer direction, std::int64_t bytes, int strea
     return add(t, deps);
 }
 
-std::int32_t StepBuilder::optimizer_step(std::int64_t parameters, Deps deps, int m) {
+namespace {
+
+// ATen's multi_tensor_apply (MultiTensorApply.cuh), with the 32 KB kernel
+// argument that CUDA >= 12.1 builds use on sm >= 70: one launch covers up to
+// 2240 blocks of 65,536-element chunks, and up to a depth-dependent number of
+// tensors (770, 448, 336, 252 for 1-4 tensor lists).
+constexpr std::int64_t kChunkElements = 65536;
+constexpr std::int64_t kBlocksPerLaunch = 2240;
+constexpr std::int64_t kTensorsPerLaunch[] = {770, 448, 336, 252};
+
+std::int64_t multi_tensor_launches(std::int64_t elements, std::int64_t tensors, int depth) {
+    const std::int64_t chunks = elements / kChunkElements + tensors;  // each tensor's last chunk is partial
+    const std::int64_t by_blocks = (chunks + kBlocksPerLaunch - 1) / kBlocksPerLaunch;
+    const std::int64_t per = kTensorsPerLaunch[depth - 1];
+    return std::max(by_blocks, (tensors + per - 1) / per);
+}
+
+}  // namespace
+
+std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     const bool adam = c_.optimizer == OptimizerKind::adam;
-    // Adam reads and writes parameters, m and v and reads the gradient: 28 B
-    // per parameter (strategy-semantics.md §8); plain SGD 12 B.
-    std::int64_t bytes = parameters * (adam ? 28 : 12);
+    const bool fused = p.impl == OptimizerImpl::fused;
+    // Adam reads and writes parameters, m and v and reads the gradient: 28 B per
+    // parameter in one fused pass (strategy-semantics.md §8). torch's foreach
+    // and for-loop run it as seven ops (adam.py): lerp_ 12 B, mul_ 8, addcmul_ 12,
+    // sqrt 8, div 8, add_ 8, addcdiv_ 16: 72 B. Plain SGD: 12 B either way.
+    std::int64_t bytes = p.elements * (!adam ? 12 : fused ? 28 : 72);
+    // The ops and the tensor lists each takes (its multi_tensor_apply depth).
+    static constexpr int kAdamDepths[] = {2, 1, 3, 2, 1, 1, 3};
+    const std::span<const int> ops = !adam   ? std::span<const int>(kAdamDepths, 1)  // SGD: one add_ over 2 lists
+                                     : fused ? std::span<const int>()
+                                             : std::span<const int>(kAdamDepths);
+    std::int64_t kernels = 0;
+    if (fused)
+        kernels = multi_tensor_launches(p.elements, p.tensors, 4);  // params, grads, m, v
+    else if (p.impl == OptimizerImpl::foreach)
+        for (int depth : ops) kernels += multi_tensor_launches(p.elements, p.tensors, depth);
+    else
+        kernels = static_cast<std::int64_t>(ops.size()) * p.tensors;
     // fp16 needs GradScaler: unscale_ and the inf/nan check read and write every gradient.
-    if (c_.precision == Precision::fp16_mixed) bytes += parameters * 8;
-    return pass(Phase::optimizer, bytes, static_cast<double>(parameters) * (adam ? 12 : 2), deps, m);
+    if (c_.precision == Precision::fp16_mixed) bytes += p.elements * 8;
+    const int launches = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(kernels - 1, 0), 1 << 30));
+    const std::int32_t id =
+        pass(Phase::optimizer, bytes, static_cast<double>(p.elements) * (adam ? 12 : 2), deps, m, -1, launches);
+    plan_.tasks.back().optimizer_impl = p.impl;
+    // The temporaries live while the step runs: foreach's _foreach_sqrt result
+    // over every exp_avg_sq; the for-loop's sqrt and quotient of one tensor
+    // while the previous tensor's `denom` is still referenced (at most three
+    // of the largest tensor; docs/notes/library-memory-rules.md §1).
+    if (adam && !fused) {
+        const std::int64_t temp =
+            p.impl == OptimizerImpl::foreach ? 4 * p.elements : 3 * 4 * (p.largest > 0 ? p.largest : p.elements);
+        plan_.alloc(MemCategory::other, temp);
+        plan_.release(MemCategory::other, temp);
+    }
+    return id;
 }
 
 }  // namespace dtsim::sim

@@ -55,7 +55,7 @@ public:
     // world size; copies them back into the gradients unless `keep`.
     void reduce_bucket(const sim::BucketInfo& bucket, MPI_Comm comm, bool keep);
     void copy_buckets_back(const std::vector<sim::BucketInfo>& buckets);
-    void optimizer_step();
+    void optimizer_step(sim::OptimizerImpl impl);
     // This rank's loss of the step (mean of its micro-steps), then reset.
     double take_loss();
     const std::vector<std::vector<float>>& parameters() const { return params_; }
@@ -97,7 +97,7 @@ private:
     std::unique_ptr<Sharding> sharding_;
     std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
-    void sharded_step();
+    void sharded_step(sim::OptimizerImpl impl);
 };
 
 // IEEE fp16 and bf16, round to nearest even (NaN stays NaN, overflow gives inf).

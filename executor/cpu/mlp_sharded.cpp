@@ -13,6 +13,7 @@
 // The optimizer steps the shards only; afterwards the full parameters are
 // poisoned (NaN) until an all-gather refreshes them, so a missing or misrouted
 // all-gather shows. Every collective's bytes must equal the real buffer's.
+#include "adam.hpp"
 #include "cpu_backend.hpp"
 #include "mlp_sharding.hpp"
 
@@ -339,7 +340,7 @@ bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
         case Sharding::Op::nothing: return true;
         case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
         case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
-        case Sharding::Op::optimizer: sharded_step(); return true;
+        case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;
         case Sharding::Op::gather: gather_groups(s, a.groups, comm, params_); return true;
         case Sharding::Op::reduce_scatter: {
             const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
@@ -393,7 +394,7 @@ bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
     return false;
 }
 
-void MlpTrainer::sharded_step() {
+void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
     Sharding& s = *sharding_;
     if (!s.reductions)  // one rank: nothing reduced, every gradient is this rank's
         for (auto& gr : s.groups)
@@ -403,26 +404,18 @@ void MlpTrainer::sharded_step() {
                         gr.grad[static_cast<std::size_t>(flat + e)] +=
                             slot[static_cast<std::size_t>(p)][static_cast<std::size_t>(first + e)];
             });
-    const auto lr = static_cast<float>(lr_);
-    if (adam_) ++adam_t_;
-    const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-    const auto c1 = static_cast<float>(1.0 - std::pow(0.9, static_cast<double>(adam_t_)));
-    const auto c2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(adam_t_)));
-    for (auto& gr : s.groups) {
-        for (std::size_t i = 0; i < gr.param.size(); ++i) {
-            const float g = gr.grad[i];
-            if (!adam_) {
-                gr.param[i] -= lr * g;
-                continue;
-            }
-            float& mm = gr.m[i];
-            float& vv = gr.v[i];
-            mm = b1 * mm + (1 - b1) * g;
-            vv = b2 * vv + (1 - b2) * g * g;
-            gr.param[i] -= lr * (mm / c1) / (std::sqrt(vv / c2) + eps);
-        }
-        std::fill(gr.grad.begin(), gr.grad.end(), 0.0f);
+    if (!adam_) {
+        const auto lr = static_cast<float>(lr_);
+        for (auto& gr : s.groups)
+            for (std::size_t i = 0; i < gr.param.size(); ++i) gr.param[i] -= lr * gr.grad[i];
+    } else {
+        // One flat tensor per group, as FSDP's flat parameters and ZeRO's partitions.
+        std::vector<AdamTensor> tensors;
+        tensors.reserve(s.groups.size());
+        for (auto& gr : s.groups) tensors.push_back({gr.param, gr.grad, gr.m, gr.v});
+        adam_step(tensors, ++adam_t_, lr_, impl);
     }
+    for (auto& gr : s.groups) std::fill(gr.grad.begin(), gr.grad.end(), 0.0f);
     for (auto& slot : s.slots)
         for (auto& g : slot) std::fill(g.begin(), g.end(), 0.0f);
     if (s.gathers) {

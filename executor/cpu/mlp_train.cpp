@@ -3,6 +3,7 @@
 // Linear but the last, MSE loss (mean over the micro-batch's elements) against
 // fixed synthetic targets. Each micro-step's loss is divided by grad_accum and
 // DDP averages over ranks, so the reduced gradient is the global batch's.
+#include "adam.hpp"
 #include "cpu_backend.hpp"
 #include "mlp_sharding.hpp"
 
@@ -203,26 +204,17 @@ void MlpTrainer::copy_buckets_back(const std::vector<sim::BucketInfo>& buckets) 
     }
 }
 
-void MlpTrainer::optimizer_step() {
-    const auto lr = static_cast<float>(lr_);
+void MlpTrainer::optimizer_step(sim::OptimizerImpl impl) {
     if (!adam_) {
+        const auto lr = static_cast<float>(lr_);
         for (std::size_t p = 0; p < params_.size(); ++p)
             for (std::size_t i = 0; i < params_[p].size(); ++i) params_[p][i] -= lr * grads_[p][i];
     } else {
-        // torch.optim.Adam defaults: betas (0.9, 0.999), eps 1e-8, no weight decay.
-        ++adam_t_;
-        const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
-        const auto c1 = static_cast<float>(1.0 - std::pow(0.9, static_cast<double>(adam_t_)));
-        const auto c2 = static_cast<float>(1.0 - std::pow(0.999, static_cast<double>(adam_t_)));
+        std::vector<AdamTensor> tensors;
+        tensors.reserve(params_.size());
         for (std::size_t p = 0; p < params_.size(); ++p)
-            for (std::size_t i = 0; i < params_[p].size(); ++i) {
-                const float g = grads_[p][i];
-                float& m = adam_m_[p][i];
-                float& v = adam_v_[p][i];
-                m = b1 * m + (1 - b1) * g;
-                v = b2 * v + (1 - b2) * g * g;
-                params_[p][i] -= lr * (m / c1) / (std::sqrt(v / c2) + eps);
-            }
+            tensors.push_back({params_[p], grads_[p], adam_m_[p], adam_v_[p]});
+        adam_step(tensors, ++adam_t_, lr_, impl);
     }
     // zero_grad(set_to_none=True): the next step starts from zero gradients.
     for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);

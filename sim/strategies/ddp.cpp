@@ -7,6 +7,7 @@
 #include "dtsim/sim/ddp_buckets.hpp"
 #include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
+#include "dtsim/sim/torch_optimizer.hpp"
 
 #include <fmt/format.h>
 
@@ -109,6 +110,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
     const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
     const int micro_steps = config.grad_accum;
+    const OptimizerImpl impl = torch_optimizer_impl(knobs);
 
     Plan plan;
     const std::size_t expected_tasks =
@@ -204,7 +206,11 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     // unless the gradients already are bucket views (§1.3, §1.5).
     std::vector<std::int32_t> step_deps = reduced;
     if (!as_view && distributed) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * kGradBytes, 0, reduced, last)};
-    std::int32_t done = step.optimizer_step(psi, step_deps, last);
+    std::int64_t largest = 0;
+    for (const auto& p : params) largest = std::max(largest, p.numel);
+    std::int32_t done = step.optimizer_step(
+        {.elements = psi, .tensors = static_cast<std::int64_t>(params.size()), .largest = largest, .impl = impl},
+        step_deps, last);
     // zero_grad(set_to_none=True) frees the gradients after the step.
     if (!as_view) plan.release(MemCategory::gradients, psi * kGradBytes);
     if (distributed && hook.value.after_step) done = hook.value.after_step(hook_ctx, done);
@@ -264,6 +270,7 @@ void register_ddp(Registry<Strategy>& r) {
         {"comm_hook", KnobType::choice, "allreduce", "communication hook (register_comm_hook)", comm_hooks().names(),
          0},
     };
+    for (auto& k : torch_optimizer_knobs()) s.knobs.push_back(std::move(k));
     // Each hook's own knobs, accepted only together with that hook.
     for (const auto& h : comm_hooks().entries())
         for (auto k : h.value.knobs) {

@@ -9,8 +9,8 @@
 // ProcessGroupNCCL runs a group's collectives on that group's one NCCL stream,
 // in issue order: so they share one stream here ("shard group"), serialized,
 // overlapping compute; the hybrid inter-node and NO_SHARD all-reduces, on
-// another group, have theirs ("all-reduce") and share the link with them. The CPU issue points of the hooks (pre-forward, pre-backward,
-// post-backward) are modelled as dependencies on compute tasks.
+// another group, have theirs ("all-reduce") and share the link with them. The CPU issue points of the hooks
+// (pre-forward, pre-backward, post-backward) are modelled as dependencies on compute tasks.
 //
 // Gradient accumulation (§3.3, §6): with no_sync (the default) micro-steps
 // 0..K-2 run inside model.no_sync(), holding each unit's unsharded gradient
@@ -20,6 +20,7 @@
 #include "dtsim/sim/fsdp_wrap.hpp"
 #include "dtsim/sim/step_builder.hpp"
 #include "dtsim/sim/strategy.hpp"
+#include "dtsim/sim/torch_optimizer.hpp"
 
 #include <fmt/format.h>
 
@@ -349,8 +350,20 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     if (offload)
         // torch.optim.Adam stepping the CPU shard once every D2H copy is done (§3.6).
         step.host_optimizer(shard_total, cpu_stream, reduced, last, /*torch_optimizer=*/true);
-    else
-        step.optimizer_step(shard_total, reduced, last);  // _post_backward_final_callback waits for every reduction
+    else {
+        // One flat parameter per unit (use_orig_params=False); the root's may be empty.
+        std::int64_t tensors = 0, largest = 0;
+        for (const Unit& u : units) {
+            tensors += u.shard > 0;
+            largest = std::max(largest, u.shard);
+        }
+        // _post_backward_final_callback waits for every reduction.
+        step.optimizer_step({.elements = shard_total,
+                             .tensors = std::max<std::int64_t>(tensors, 1),
+                             .largest = largest,
+                             .impl = torch_optimizer_impl(knobs)},
+                            reduced, last);
+    }
 
     int wrapped = 0;
     for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
@@ -468,6 +481,7 @@ void register_fsdp(Registry<Strategy>& r) {
          0,
          true},
     };
+    for (auto& k : torch_optimizer_knobs()) s.knobs.push_back(std::move(k));
     r.add("fsdp",
           "PyTorch FullyShardedDataParallel (FSDP1): per-unit all-gather before use, reduce-scatter after backward, "
           "prefetching overlapped with compute",

@@ -396,7 +396,7 @@ void lower_stage12(Lowering& s) {
         // gradients, stage 2's first micro-step partition buffer.
         plan.release(MemCategory::gradients, z.stage == 1 ? s.b * s.psi : partition_grad_bytes);
         const std::int32_t cast[] = {t};
-        t = step.optimizer_step(part, cast, s.last);
+        t = step.optimizer_step({.elements = part, .largest = part}, cast, s.last);  // FusedAdam
         const std::int32_t opt[] = {t};
         // Copy the fp32 master partition into the 16-bit partition.
         updated = step.pass(Phase::optimizer, (4 + s.b) * part, 0, opt, s.last);
@@ -700,7 +700,7 @@ void lower_stage3(Lowering& s) {
             std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * g, 0, deps, s.last);
             plan.alloc(MemCategory::other, 4 * g);
             const std::int32_t cast[] = {t};
-            t = step.optimizer_step(g, cast, s.last);
+            t = step.optimizer_step({.elements = g, .largest = g}, cast, s.last);  // FusedAdam
             const std::int32_t opt[] = {t};
             done = step.pass(Phase::optimizer, (4 + s.b) * g, 0, opt, s.last);
             plan.release(MemCategory::other, 4 * g);

@@ -113,22 +113,29 @@ TEST_CASE("train mode: the MLP's loss falls over 20 SGD steps", "[executor]") {
 
 TEST_CASE("train mode equals a plain reference MLP on the same batch", "[executor]") {
     if (dtsim::test::mpi_world_size() != 1) return;
+    // Adam as torch runs it: foreach (the plan's default), the for-loop and fused.
+    const std::vector<std::vector<std::pair<std::string, std::string>>> adam_impls = {
+        {}, {{"foreach", "false"}}, {{"fused", "true"}}};
     for (int accum : {1, 2})
-        for (auto opt : {sim::OptimizerKind::sgd, sim::OptimizerKind::adam}) {
-            INFO("grad_accum " << accum << ", " << sim::to_string(opt));
-            const auto c = mlp_config(1, 8, accum, opt);
-            const double lr = opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
-            const ExecResult r = run(c, Mode::train, 5, lr);
-            const auto w = sim::build_workload(c);
-            const auto ref = test::reference_train(w, 8 * accum, 5, lr, opt == sim::OptimizerKind::adam, 1);
-            REQUIRE(r.parameters.size() == ref.params.size());
-            for (std::size_t p = 0; p < ref.params.size(); ++p) {
-                INFO("parameter " << p);
-                CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) <
-                      test::parameter_tolerance(opt == sim::OptimizerKind::adam));
+        for (auto opt : {sim::OptimizerKind::sgd, sim::OptimizerKind::adam})
+            for (const auto& impl : adam_impls) {
+                if (opt == sim::OptimizerKind::sgd && !impl.empty()) continue;
+                INFO("grad_accum " << accum << ", " << sim::to_string(opt)
+                                   << (impl.empty() ? "" : ", " + impl[0].first));
+                auto c = mlp_config(1, 8, accum, opt);
+                c.knobs = impl;
+                const double lr = opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
+                const ExecResult r = run(c, Mode::train, 5, lr);
+                const auto w = sim::build_workload(c);
+                const auto ref = test::reference_train(w, 8 * accum, 5, lr, opt == sim::OptimizerKind::adam, 1);
+                REQUIRE(r.parameters.size() == ref.params.size());
+                for (std::size_t p = 0; p < ref.params.size(); ++p) {
+                    INFO("parameter " << p);
+                    CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) <
+                          test::parameter_tolerance(opt == sim::OptimizerKind::adam));
+                }
+                for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(r.loss[s] == Approx(ref.loss[s]).epsilon(1e-5));
             }
-            for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(r.loss[s] == Approx(ref.loss[s]).epsilon(1e-5));
-        }
 }
 
 TEST_CASE("the executor rejects what it cannot run", "[executor]") {

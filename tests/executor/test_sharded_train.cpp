@@ -117,6 +117,9 @@ TEST_CASE("train mode: FSDP and ZeRO on one rank equal the reference MLP", "[exe
         {"fsdp", {{"sharding_strategy", "FULL_SHARD"}}, 2, sim::OptimizerKind::adam},
         {"fsdp", kLayerUnits, 2, sim::OptimizerKind::sgd},
         {"fsdp", {{"sharding_strategy", "SHARD_GRAD_OP"}}, 1, sim::OptimizerKind::adam},
+        // torch.optim's other two Adam implementations on the flat parameters.
+        {"fsdp", {{"foreach", "false"}}, 1, sim::OptimizerKind::adam},
+        {"fsdp", {{"fused", "true"}}, 2, sim::OptimizerKind::adam},
         {"deepspeed", {{"stage", "3"}}, 1, sim::OptimizerKind::sgd},
         {"deepspeed", {{"stage", "3"}, {"stage3_param_persistence_threshold", "0"}}, 2, sim::OptimizerKind::adam},
         {"deepspeed", {{"stage", "1"}}, 2, sim::OptimizerKind::sgd},

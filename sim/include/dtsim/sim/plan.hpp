@@ -54,6 +54,14 @@ constexpr bool is_host(MemCategory c) {
 }
 using MemoryBreakdown = std::array<std::int64_t, kMemCategories>;
 
+// How an optimizer step runs on the device: torch.optim's `fused=True` (and
+// DeepSpeed's FusedAdam) in one kernel per chunk of parameters; its `foreach`
+// (torch's default on CUDA), each of the algorithm's ops over every tensor at
+// once, with one temporary for all of them; or the for-loop (torch's default
+// on the CPU), op by op, tensor by tensor (docs/notes/library-memory-rules.md).
+enum class OptimizerImpl : std::uint8_t { fused, foreach, for_loop };
+std::string_view to_string(OptimizerImpl i);
+
 // What a copy or I/O task moves, and where.
 enum class Transfer : std::uint8_t { none, h2d, d2h, nvme_read, nvme_write };
 std::string_view to_string(Transfer t);
@@ -91,6 +99,7 @@ struct Task {
     std::int64_t elements = 0;                   // host optimizer: parameters it updates
     std::int64_t fixed_ns = 0;                   // host tasks of known duration (graph traversals)
     bool torch_cpu_optimizer = false;            // host optimizer: torch.optim on the CPU, not DeepSpeedCPUAdam
+    OptimizerImpl optimizer_impl{};              // optimizer passes: how they run (fused by default)
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps

@@ -63,9 +63,18 @@ public:
     std::int32_t host_task(std::int64_t duration_ns, int stream, Deps deps, int m);
     std::int32_t nvme(Transfer direction, std::int64_t bytes, int stream, Deps deps, int m);
 
-    // The optimizer step on the device over `parameters` (Adam: 28 B moved per
-    // parameter, SGD 12; fp16 adds GradScaler's unscale pass over the gradients).
-    std::int32_t optimizer_step(std::int64_t parameters, Deps deps, int m);
+    // What an optimizer step on the device updates, as the optimizer sees it.
+    struct Optimized {
+        std::int64_t elements = 0;
+        std::int64_t tensors = 1;  // parameter tensors (flat parameters under FSDP and ZeRO)
+        std::int64_t largest = 0;  // elements of the largest tensor (0: all of them)
+        OptimizerImpl impl = OptimizerImpl::fused;
+    };
+    // The optimizer step on the device. Adam moves 28 B per parameter fused and
+    // 72 B as torch's foreach and for-loop run it (seven ops); foreach holds a
+    // temporary of every parameter, the for-loop up to three of the largest tensor.
+    // SGD moves 12 B. fp16 adds GradScaler's unscale pass over the gradients.
+    std::int32_t optimizer_step(const Optimized& p, Deps deps, int m);
 
     bool checkpointed(int layer) const;
     // Strategies whose model already is in the compute dtype (DeepSpeed bf16/fp16)
