@@ -146,15 +146,17 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     const int d2h_stream = offload ? step.stream("d2h", TaskKind::copy) : -1;
     const int cpu_stream = offload ? step.stream("cpu", TaskKind::host_compute) : -1;
 
-    // Model states (§3.9, §8): fp32 parameter shard, fp32 gradient shard and
-    // Adam's two moments over Ψ/N parameters (Ψ for NO_SHARD); on the host
-    // with CPUOffload(offload_params=True) (§3.6).
-    const std::int64_t model_states[] = {4 * shard_total, 4 * shard_total,
+    // Model states (§3.9, §8): fp32 parameter shard and Adam's two moments over
+    // Ψ/N parameters (Ψ for NO_SHARD); on the host with
+    // CPUOffload(offload_params=True) (§3.6), which also pins a gradient shard
+    // there for good (`_cpu_grad`). On the device the fp32 gradient shard exists
+    // only from each unit's reduction to zero_grad (see `reduce`).
+    const std::int64_t model_states[] = {4 * shard_total,
                                          config.optimizer == OptimizerKind::adam ? 8 * shard_total : 0};
-    const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::gradients,
-                                            MemCategory::optimizer_states};
-    for (int i = 0; i < 3; ++i)
+    const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::optimizer_states};
+    for (int i = 0; i < 2; ++i)
         plan.resident[static_cast<std::size_t>(offload ? MemCategory::host : model_categories[i])] += model_states[i];
+    if (offload) plan.resident[static_cast<std::size_t>(MemCategory::host)] += 4 * shard_total;
 
     // _FreeEventQueue (§3.5): each free of unsharded parameters enqueues the task
     // after which they are freed; before an all-gather is issued, when two frees
@@ -200,6 +202,29 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     // its reduction (under no_sync, the last micro-step's; §3.3, §6).
     auto unsharded_grad_bytes = [&](int u) { return unit(u).padded * param_bytes; };
     std::vector<char> grad_held(units.size(), 0);  // the unit's unsharded gradient is allocated
+    // The unit's fp32 gradient shard (the whole flat gradient under NO_SHARD):
+    // _accumulate_sharded_grad casts each reduction's output to the flat
+    // parameter's dtype and keeps it in _saved_grad_shard, or adds to it, until
+    // zero_grad(set_to_none=True) after the step (_runtime_utils.py;
+    // docs/notes/library-memory-rules.md §5). With CPU offload that device
+    // shard is freed by the final callback, once copied into `_cpu_grad`.
+    std::int64_t grad_shards = 0;                   // bytes of them allocated
+    std::vector<char> shard_held(units.size(), 0);  // the unit's fp32 gradient shard is allocated
+    // At unit u's reduction (the latest task): the fp32 shard replaces the
+    // unsharded gradient and its reduce_dtype cast (`cast` bytes).
+    auto keep_grad_shard = [&](int u, std::int64_t cast) {
+        const Unit& un = unit(u);
+        const std::int64_t full = unsharded_grad_bytes(u) + cast;
+        if (shard_held[static_cast<std::size_t>(u)]) {  // accumulating: added into the kept shard
+            plan.release(MemCategory::gradients, full);
+            return;
+        }
+        shard_held[static_cast<std::size_t>(u)] = 1;
+        grad_shards += 4 * un.shard;
+        if (!sharded && full == 4 * un.shard) return;  // NO_SHARD in fp32: the gradient itself is kept
+        plan.alloc(MemCategory::gradients, 4 * un.shard);
+        plan.release(MemCategory::gradients, full);
+    };
 
     // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
     std::vector<std::int32_t> reduced;
@@ -215,7 +240,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
                                    shard_group_stream, after, m, u);
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan.alloc(MemCategory::gradients, cast);
-            plan.release(MemCategory::gradients, unsharded_grad_bytes(u) + cast);
+            keep_grad_shard(u, cast);
             if (replicate_group >= 0) {
                 // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
                 const std::int32_t rs[] = {done};
@@ -227,9 +252,9 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
                                    all_reduce_stream, after, m, u);
             plan.alloc(MemCategory::gradients, cast);
-            plan.release(MemCategory::gradients, unsharded_grad_bytes(u) + cast);
+            keep_grad_shard(u, cast);
         } else {
-            plan.release(MemCategory::gradients, unsharded_grad_bytes(u));  // one rank: nothing to reduce
+            keep_grad_shard(u, 0);  // one rank: nothing to reduce
         }
         if (offload) {
             // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
@@ -347,10 +372,13 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     }
 
     const int last = micro_steps - 1;
-    if (offload)
+    if (offload) {
         // torch.optim.Adam stepping the CPU shard once every D2H copy is done (§3.6).
         step.host_optimizer(shard_total, cpu_stream, reduced, last, /*torch_optimizer=*/true);
-    else {
+        // The device shards go in the final callback, just before; charged at the
+        // step's end, when the device holds nothing else of the step.
+        plan.release(MemCategory::gradients, grad_shards);
+    } else {
         // One flat parameter per unit (use_orig_params=False); the root's may be empty.
         std::int64_t tensors = 0, largest = 0;
         for (const Unit& u : units) {
@@ -363,6 +391,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
                              .largest = largest,
                              .impl = torch_optimizer_impl(knobs)},
                             reduced, last);
+        plan.release(MemCategory::gradients, grad_shards);  // zero_grad(set_to_none=True)
     }
 
     int wrapped = 0;

@@ -360,14 +360,14 @@ TEST_CASE("fsdp model states: 16 bytes per owned parameter (§3.9, §8)") {
         SimResult r = run(fsdp_config("gpt2-xl", 2, 8));
         const std::int64_t owned = shard_total(transformer_units(*r.workload).numel, 16);
         CHECK(resident(r, MemCategory::parameters) == 4 * owned);
-        CHECK(resident(r, MemCategory::gradients) == 4 * owned);
         CHECK(resident(r, MemCategory::optimizer_states) == 8 * owned);
-        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::gradients) +
-                  resident(r, MemCategory::optimizer_states) ==
-              sharded_states(r, 16));
+        // The fp32 gradient shard is not resident: it comes with each unit's reduction.
+        CHECK(resident(r, MemCategory::gradients) == 0);
+        CHECK(max_over_step(r, MemCategory::gradients) >= 4 * owned);
+        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::optimizer_states) ==
+              sharded_states(r, 16) * 3 / 4);
         CHECK(at_peak(r, MemCategory::parameters) == 4 * owned);
         CHECK(at_peak(r, MemCategory::optimizer_states) == 8 * owned);
-        CHECK(at_peak(r, MemCategory::gradients) >= 4 * owned);
         // The unsharded bf16 parameters replace autocast's weight copies.
         CHECK(at_peak(r, MemCategory::other) == 0);
         CHECK(max_over_step(r, MemCategory::gathered) > 0);
@@ -376,9 +376,9 @@ TEST_CASE("fsdp model states: 16 bytes per owned parameter (§3.9, §8)") {
         Config c = fsdp_config("gpt2-xl", 2, 8);
         c.knobs = {{"sharding_strategy", "HYBRID_SHARD"}};
         SimResult r = run(c);
-        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::gradients) +
-                  resident(r, MemCategory::optimizer_states) ==
-              sharded_states(r, 8));
+        CHECK(resident(r, MemCategory::parameters) + resident(r, MemCategory::optimizer_states) ==
+              sharded_states(r, 8) * 3 / 4);
+        CHECK(max_over_step(r, MemCategory::gradients) >= sharded_states(r, 8) / 4);
     }
     SECTION("NO_SHARD keeps 16 Psi") {
         Config c = fsdp_config("gpt2-xl", 2, 8);
@@ -386,8 +386,10 @@ TEST_CASE("fsdp model states: 16 bytes per owned parameter (§3.9, §8)") {
         SimResult r = run(c);
         const std::int64_t psi = r.workload->param_count();
         CHECK(resident(r, MemCategory::parameters) == 4 * psi);
-        CHECK(resident(r, MemCategory::gradients) == 4 * psi);
         CHECK(resident(r, MemCategory::optimizer_states) == 8 * psi);
+        // The flat gradients, all-reduced unit by unit, are all there at the step.
+        CHECK(resident(r, MemCategory::gradients) == 0);
+        CHECK(max_over_step(r, MemCategory::gradients) >= 4 * psi);
         CHECK(max_over_step(r, MemCategory::gathered) == 0);
     }
     SECTION("SGD keeps no optimizer state") {
@@ -523,9 +525,11 @@ TEST_CASE("fsdp gradient accumulation under no_sync (§3.3, §6)") {
         if (is_fsdp_collective(three, t) && t.collective == CollectiveKind::reduce_scatter) CHECK(t.micro_step == 2);
     // FULL_SHARD still gathers in every micro-step.
     CHECK(traffic(three, CollectiveKind::allgather).bytes == 3 * traffic(one, CollectiveKind::allgather).bytes);
-    // The unsharded bf16 gradients of every unit accumulate on top of the fp32 shard.
-    CHECK(max_over_step(three, MemCategory::gradients) >= 4 * owned + sum_padded(u.numel, 16) * 2);
-    CHECK(max_over_step(one, MemCategory::gradients) < 4 * owned + sum_padded(u.numel, 16) * 2);
+    // The unsharded bf16 gradients of every unit accumulate; the fp32 shards come with
+    // the last micro-step's reductions, each replacing its unit's unsharded gradient.
+    CHECK(max_over_step(three, MemCategory::gradients) >= sum_padded(u.numel, 16) * 2);
+    CHECK(max_over_step(three, MemCategory::gradients) < sum_padded(u.numel, 16) * 2 + 4 * owned);
+    CHECK(max_over_step(one, MemCategory::gradients) < sum_padded(u.numel, 16) * 2);
     CHECK(three.metrics.peak_memory_bytes > one.metrics.peak_memory_bytes);
 
     SECTION("SHARD_GRAD_OP keeps the parameters unsharded across micro-steps: gathers only in the first") {
@@ -561,10 +565,14 @@ TEST_CASE("fsdp without no_sync reduces every micro-step and accumulates sharded
     // FULL_SHARD re-gathers every micro-step either way.
     CHECK(traffic(without, CollectiveKind::allgather).bytes == traffic(with, CollectiveKind::allgather).bytes);
     CHECK(traffic(without, CollectiveKind::allgather).bytes == k * traffic(one, CollectiveKind::allgather).bytes);
-    // No unsharded gradient is held across micro-steps: the peak is one micro-step's.
+    // No unsharded gradient is held across micro-steps: the peak is one micro-step's,
+    // plus, after the first, one unit's unsharded gradient beside every kept fp32 shard.
     CHECK(max_over_step(without, MemCategory::gradients) < max_over_step(with, MemCategory::gradients));
-    CHECK(max_over_step(without, MemCategory::gradients) == max_over_step(one, MemCategory::gradients));
-    CHECK(max_over_step(with, MemCategory::gradients) >= 4 * shard_total(u.numel, 8) + sum_padded(u.numel, 8) * 2);
+    CHECK(max_over_step(without, MemCategory::gradients) >= max_over_step(one, MemCategory::gradients));
+    const std::int64_t largest_unit = *std::max_element(u.numel.begin(), u.numel.end());
+    CHECK(max_over_step(without, MemCategory::gradients) - max_over_step(one, MemCategory::gradients) <=
+          padded(largest_unit, 8) * 2);
+    CHECK(max_over_step(with, MemCategory::gradients) >= sum_padded(u.numel, 8) * 2);
     CHECK(at_peak(without, MemCategory::gradients) < at_peak(with, MemCategory::gradients));
     CHECK(without.metrics.peak_memory_bytes < with.metrics.peak_memory_bytes);
     CHECK(mentions(without, "a gradient reduction every micro-step"));
@@ -658,5 +666,44 @@ TEST_CASE("fsdp: one process group, one NCCL stream: all-gathers and reduce-scat
             ++checked;
         }
         CHECK(checked > 10);
+    }
+}
+
+TEST_CASE("fsdp fp32 gradient shards exist from each unit's reduce-scatter until zero_grad (_post_backward_hook)") {
+    // torch's _post_backward_hook -> _reduce_grad -> _accumulate_sharded_grad: each
+    // unit's reduce-scatter output, cast to the flat parameter's fp32, is kept in
+    // _saved_grad_shard; zero_grad(set_to_none=True) after the step frees it.
+    Config c = fsdp_config("gpt2-xl", 2, 8);
+    SimResult r = run(c);
+    const Wrap u = transformer_units(*r.workload);
+    const int n = 16;
+    std::int64_t kept_at_reductions = 0, freed_at_step = 0;
+    int reductions = 0;
+    for (const Task& t : r.plan.tasks) {
+        std::int64_t up = 0, down = 0;
+        for (const auto& d : r.plan.memory_of(t))
+            if (d.category == MemCategory::gradients) (d.bytes > 0 ? up : down) += d.bytes;
+        if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::reduce_scatter) {
+            ++reductions;
+            const std::int64_t numel = u.numel[static_cast<std::size_t>(t.bucket)];
+            CHECK(up == 4 * (padded(numel, n) / n));  // this unit's fp32 shard, nothing else
+            kept_at_reductions += up;
+        } else if (t.phase == Phase::optimizer) {
+            CHECK(up == 0);
+            freed_at_step -= down;
+        }
+    }
+    CHECK(reductions > 40);
+    CHECK(kept_at_reductions == 4 * shard_total(u.numel, n));
+    CHECK(freed_at_step == kept_at_reductions);
+    // The peak (in forward, with the activations) holds none of them; before this
+    // rule it held all (4 B per owned parameter).
+    CHECK(at_peak(r, MemCategory::gradients) < 4 * shard_total(u.numel, n));
+
+    SECTION("with CPU offload the host keeps a pinned gradient shard for good (_cpu_grad)") {
+        c.knobs = {{"cpu_offload", "true"}};
+        SimResult o = run(c);
+        CHECK(resident(o, MemCategory::host) == 16 * shard_total(transformer_units(*o.workload).numel, n));
+        CHECK(max_over_step(o, MemCategory::gradients) >= 4 * shard_total(u.numel, n));
     }
 }
