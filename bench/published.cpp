@@ -17,6 +17,12 @@
 // selective activation checkpointing, which dtsim does not model yet: it runs
 // with full checkpointing and is marked as a lower bound.
 //
+// Table 3: single GEMMs as nn.Linear runs them (forward x.W^T plus both
+// backward GEMMs), bf16, against torch's on an H100
+// (bench/cuda/torch_gemm_alignment.py; bench/results/cuda/
+// h100-torch_gemm_alignment.json): aligned feature dimensions, even ones
+// and odd ones, GPT-2's 50,257-token heads among them.
+//
 // Target: within 10% on every row. Prints each row's error and the worst.
 //   build/release/bench/published
 #include "dtsim/profiler/presets.hpp"
@@ -82,7 +88,8 @@ int main() {
                    unit, 100 * error, counted ? "" : "  (" + r.note + ")");
     };
 
-    fmt::print("Table 1: one decoder block, forward+backward, bf16 (Llama-2: batch 2 x 4096): real PyTorch against dtsim\n");
+    fmt::print(
+        "Table 1: one decoder block, forward+backward, bf16 (Llama-2: batch 2 x 4096): real PyTorch against dtsim\n");
     fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "torch", "dtsim", "error");
     const std::vector<Row> blocks{
         {"7B, no AC, H100 (h100-sxm)", "h100-sxm", "llama2-7b", false, 1, 22.30e-3, ""},
@@ -94,8 +101,7 @@ int main() {
         {"GPT-2 XL, 4 x 1024, H100 (h100-sxm)", "h100-sxm", "gpt2-xl", false, 1, 2.730e-3, ""},
     };
     for (const auto& r : blocks)
-        report(r, block_compute_s(llama(r.model, r.ckpt, r.nodes), dtsim::calib::load_hardware(r.hardware)), "ms",
-               1e3);
+        report(r, block_compute_s(llama(r.model, r.ckpt, r.nodes), dtsim::calib::load_hardware(r.hardware)), "ms", 1e3);
 
     fmt::print("\nTable 2: tokens/s per GPU, PyTorch FSDP blog (2024), batch 2 x 4096, bf16, FSDP FULL_SHARD\n");
     fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "published", "dtsim", "error");
@@ -112,6 +118,32 @@ int main() {
         const auto result = dtsim::sim::simulate(c, dtsim::calib::load_hardware(r.hardware));
         const double tokens = static_cast<double>(c.micro_batch * c.seq_len);
         report(r, tokens / result.metrics.step_time_s, "  ", 1);
+    }
+    fmt::print("\nTable 3: nn.Linear's three GEMMs (forward + both backward), bf16, H100: torch against dtsim\n");
+    fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "tokens x out x in", "torch", "dtsim", "error");
+    struct Gemm {
+        std::string what;
+        std::int64_t tokens, out, in;
+        double reference_s;
+    };
+    const std::vector<Gemm> gemms{
+        {"4096 x 4096 x 4096", 4096, 4096, 4096, 0.5229e-3},
+        {"4096 x 4100 x 4096 (even)", 4096, 4100, 4096, 1.4640e-3},
+        {"4096 x 4096 x 4100 (even)", 4096, 4096, 4100, 1.5210e-3},
+        {"4096 x 4095 x 4096 (odd)", 4096, 4095, 4096, 3.2125e-3},
+        {"4096 x 4096 x 4097 (odd)", 4096, 4096, 4097, 3.0345e-3},
+        {"GPT-2 head, 8192 x 50257 x 768", 8192, 50257, 768, 15.2429e-3},
+        {"GPT-2 head, 8192 x 50304 x 768", 8192, 50304, 768, 2.5167e-3},
+        {"GPT-2 XL head, 8192 x 50257 x 1600", 8192, 50257, 1600, 31.8486e-3},
+        {"GPT-2 XL head, 8192 x 50304 x 1600", 8192, 50304, 1600, 5.7704e-3},
+    };
+    const auto h100 = dtsim::calib::load_hardware("h100-sxm");
+    const dtsim::sim::CostModel cost(h100);
+    for (const auto& g : gemms) {
+        const auto forward = dtsim::models::make_gemm("linear", g.tokens, g.out, g.in, 1, dtsim::DType::bf16);
+        double ns = cost.op_ns(forward);
+        for (const auto& b : dtsim::models::gemm_backward(forward)) ns += cost.op_ns(b);
+        report({g.what, "h100-sxm", "", false, 1, g.reference_s, ""}, ns * 1e-9, "ms", 1e3);
     }
     fmt::print("\nworst error over the counted rows: {:.1f}% (target: 10%)\n", 100 * worst);
     return 0;

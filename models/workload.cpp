@@ -20,7 +20,14 @@ Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, s
     op.dtype = dtype;
     op.flops =
         2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+    op.align_elements = gemm_alignment(n, k);
     return op;
+}
+
+std::int32_t gemm_alignment(std::int64_t n, std::int64_t k) {
+    std::int32_t a = 1;
+    while (a < 8 && n % (2 * a) == 0 && k % (2 * a) == 0) a *= 2;
+    return a;
 }
 
 Op make_elementwise(std::string name, std::int64_t bytes, double flops) {
@@ -43,6 +50,8 @@ std::vector<Op> gemm_backward(const Op& forward, bool with_input_grad) {
             make_gemm(forward.name + ".dgrad", forward.m, forward.k, forward.n, forward.batch, forward.dtype));
     // dB[k,n] = A^T[k,m] * dC[m,n]: inner dimension m.
     out.push_back(make_gemm(forward.name + ".wgrad", forward.k, forward.n, forward.m, forward.batch, forward.dtype));
+    // The same tensors, so the same leading dimensions (the tokens, m, are none of them).
+    for (Op& op : out) op.align_elements = forward.align_elements;
     return out;
 }
 

@@ -13,7 +13,7 @@ namespace {
 Json gemm_curve_json(const GemmCurve& c) {
     return {{"dtype", to_string(c.dtype)}, {"peak_tflops", c.peak_tflops}, {"max_efficiency", c.max_efficiency},
             {"half_m", c.half_m},          {"half_n", c.half_n},           {"half_k", c.half_k},
-            {"fit_error", c.fit_error}};
+            {"fit_error", c.fit_error},    {"align4_ratio", c.align4_ratio}, {"align2_ratio", c.align2_ratio}};
 }
 
 Json collective_json(const CollectiveCurve& c) {
@@ -82,6 +82,9 @@ GemmCurve read_gemm_curve(const JsonView& v) {
     c.half_n = v.number_within("half_n", kHalfDim);
     c.half_k = v.number_within("half_k", kHalfDim);
     c.fit_error = v.has("fit_error") ? v.number_within("fit_error", kFitError) : 0;
+    // Optional: files from before the alignment classes read as unpenalised.
+    c.align4_ratio = v.has("align4_ratio") ? v.number_within("align4_ratio", kEfficiency) : 1;
+    c.align2_ratio = v.has("align2_ratio") ? v.number_within("align2_ratio", kEfficiency) : 1;
     return c;
 }
 

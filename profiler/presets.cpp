@@ -29,6 +29,8 @@ struct PresetNumbers {
     double indexed_elements_per_s;
     // bf16 GEMM efficiency curve: max share of the peak and half-efficiency dimensions.
     double bf16_max_efficiency = 0.78, bf16_half_m = 256, bf16_half_n = 256, bf16_half_k = 128;
+    // bf16 GEMMs with misaligned feature dimensions (GemmCurve); 1 where not measured.
+    double bf16_align4_ratio = 1, bf16_align2_ratio = 1;
 };
 
 // Collective curves for any group size: the NCCL ring model of
@@ -66,8 +68,8 @@ Calibration make_preset(const PresetNumbers& p) {
                 p.indexed_elements_per_s};
     c.gpus_per_node = 8;
     // Half-efficiency dimensions: a tile-sized (128-256) dimension runs at about half speed.
-    c.gemm_curves.push_back(
-        {DType::bf16, p.bf16_tflops, p.bf16_max_efficiency, p.bf16_half_m, p.bf16_half_n, p.bf16_half_k, 0});
+    c.gemm_curves.push_back({DType::bf16, p.bf16_tflops, p.bf16_max_efficiency, p.bf16_half_m, p.bf16_half_n,
+                             p.bf16_half_k, 0, p.bf16_align4_ratio, p.bf16_align2_ratio});
     c.gemm_curves.push_back({DType::fp32, p.fp32_tflops, 0.85, 128, 128, 64, 0});
     add_link_curves(c, LinkScope::intra_node, p.nvlink_busbw_gbps, 8.0, 0.6);
     add_link_curves(c, LinkScope::inter_node, p.nic_gbps_per_gpu * 0.9, 10.0, 5.0);
@@ -91,8 +93,11 @@ const Registry<std::function<Calibration()>>& presets() {
                                       // 220-360 G elements/s (296 G over one Llama block's); the bf16
                                       // curve is fitted to 33 cuBLAS shapes of 1 GFLOP and more on
                                       // random data (7% RMS; 802 TFLOP/s at 8192x4096x4096, where
-                                      // torch's q_proj ran at 797).
-                                      0.90, 300e9, 0.85, 32, 160, 160});
+                                      // torch's q_proj ran at 797). Misaligned feature dimensions
+                                      // (§6): even ones ran at 0.35 of the aligned rate (cutlass_80
+                                      // align2 kernels), odd ones at 0.17 (cutlass_75 align1; GPT-2's
+                                      // 50,257-token head).
+                                      0.90, 300e9, 0.85, 32, 160, 160, 0.35, 0.17});
               });
         r.add("h200-sxm",
               "NVIDIA H200 SXM 141GB x8 per node, NVLink 4 (NVSwitch), 8x 400 Gb/s InfiniBand NDR per node", [] {
@@ -103,8 +108,9 @@ const Registry<std::function<Calibration()>>& presets() {
                                       // Measured on an H200 (bench/results/cuda.md): torch's vectorized
                                       // kernels ran at 4.1-4.6 TB/s (0.85-0.95 of 4.8), its non-vectorized
                                       // ones at the H100's element rate; GEMMs as the H100's (same die
-                                      // and clocks; torch's GEMMs took 32.4 ms on the H100, 33.7 on it).
-                                      0.90, 300e9, 0.85, 32, 160, 160});
+                                      // and clocks; torch's GEMMs took 32.4 ms on the H100, 33.7 on it),
+                                      // misaligned ones included (measured on the H100 only).
+                                      0.90, 300e9, 0.85, 32, 160, 160, 0.35, 0.17});
               });
         r.add(
             "a100-sxm", "NVIDIA A100 SXM4 80GB x8 per node, NVLink 3 (NVSwitch), 8x 200 Gb/s InfiniBand HDR per node",
@@ -115,7 +121,8 @@ const Registry<std::function<Calibration()>>& presets() {
                                     81920 * MiB /* as nvidia-smi reports */, 2039, 312, 19.5, 230, 25, 25,
                                     // Not measured here: the streaming share as before, and the H100's
                                     // element rate scaled by SMs x clock (108 x 1.41 GHz against
-                                    // 132 x 1.98 GHz), an estimate.
+                                    // 132 x 1.98 GHz), an estimate. Misaligned GEMMs: not measured,
+                                    // so not penalised.
                                     0.80, 300e9 * (108 * 1.41) / (132 * 1.98)});
             });
         return r;

@@ -18,36 +18,54 @@ double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n,
     return c.max_efficiency * (m / (m + c.half_m)) * (n / (n + c.half_n)) * (k / (k + c.half_k));
 }
 
-double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch,
-                                DType dtype) const {
-    const double compute_ns = 2.0 * rows * n * k / (c.peak_tflops * 1e12 * gemm_efficiency(c, rows, n, k)) * 1e9;
+namespace {
+
+// The kernel family an alignment picks: 0 aligned (16 bytes or more), 1 for
+// 4-8 bytes, 2 for 2 bytes (calib::GemmCurve::align4_ratio, align2_ratio).
+int alignment_class(std::int32_t align_elements, DType dtype) {
+    const std::int64_t bytes = std::int64_t{align_elements} * dtype_bytes(dtype);
+    return bytes >= 16 ? 0 : bytes >= 4 ? 1 : 2;
+}
+
+}  // namespace
+
+double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,
+                                std::int32_t align_elements) const {
+    const double by_family[] = {1.0, c.align4_ratio, c.align2_ratio};
+    const double efficiency = gemm_efficiency(c, rows, n, k) * by_family[alignment_class(align_elements, dtype)];
+    const double compute_ns = 2.0 * rows * n * k / (c.peak_tflops * 1e12 * efficiency) * 1e9;
     // Thin GEMMs are bound by reading A and B and writing C.
     const double bytes = (rows * k + k * n * batch + rows * n) * static_cast<double>(dtype_bytes(dtype));
     const double memory_ns = bytes / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency);
     return std::max(compute_ns, memory_ns) + cal_->device.kernel_overhead_us * 1e3;
 }
 
-double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const {
+double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
+                          std::int32_t align_elements) const {
     const calib::GemmCurve* c = cal_->gemm_curve(dtype);
     if (!c)
         throw CalibrationError(
             fmt::format("calibration '{}' has no GEMM data for {}; measure it with `dtsim calibrate` or use a preset",
                         cal_->name, to_string(dtype)));
+    if (align_elements <= 0) align_elements = models::gemm_alignment(n, k);
     // A batched GEMM fills the machine like one with `batch` times the rows.
     const double rows = static_cast<double>(m) * static_cast<double>(batch);
-    const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype);
+    const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype, align_elements);
     // Measured points correct the curve: their measured/modelled time ratios are
     // interpolated by inverse squared distance in log2 shape space, so a
-    // measured shape is priced at exactly its measured time.
+    // measured shape is priced at exactly its measured time. Only points of the
+    // GEMM's own kernel family count (the same alignment class).
+    const int family = alignment_class(align_elements, dtype);
     // The curve itself enters as a ratio-1 prior at kPriorDistance, so a lone,
     // distant measurement fades out instead of rescaling every shape.
     constexpr double kPriorDistance = 4.0;  // squared log2 distance: a factor of 4 in one dimension
     double wsum = 0, rsum = 0, measured = 0;
     for (const auto& p : cal_->gemm_points) {
-        if (p.dtype != dtype) continue;
+        const std::int32_t p_align = models::gemm_alignment(p.n, p.k);
+        if (p.dtype != dtype || alignment_class(p_align, dtype) != family) continue;
         const double prows = static_cast<double>(p.m) * static_cast<double>(p.batch);
         const double ratio =
-            p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch), dtype);
+            p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch), dtype, p_align);
         const double d = std::pow(std::log2(rows / prows), 2) + std::pow(std::log2(double(n) / double(p.n)), 2) +
                          std::pow(std::log2(double(k) / double(p.k)), 2);
         if (d < 1e-12) return p.time_us * 1e3;
@@ -78,7 +96,7 @@ double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const 
 }
 
 double CostModel::op_ns(const models::Op& op) const {
-    if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype);
+    if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype, op.align_elements);
     double ns = elementwise_ns(op.bytes);
     // torch's non-vectorized kernels (broadcast, strided or casting operands)
     // run at an element rate, whatever their bytes (bench/results/cuda.md).

@@ -8,6 +8,8 @@
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -106,6 +108,16 @@ TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
     const auto comma = old_text.rfind(',', at);
     old_text.erase(comma, old_text.find_first_of(",}", at) - comma);
     CHECK(calibration_from_json_text(old_text, "old.json").device.indexed_elements_per_s == 0);
+    // The GEMM alignment ratios survive the round trip, and files without them read as 1.
+    const Calibration h100 = load_hardware("h100-sxm");
+    CHECK(h100.gemm_curve(DType::bf16)->align2_ratio < h100.gemm_curve(DType::bf16)->align4_ratio);
+    CHECK(h100.gemm_curve(DType::bf16)->align4_ratio < 1);
+    const std::string unaligned_text = std::regex_replace(
+        to_json_text(h100), std::regex(R"("align[24]_ratio": *[0-9.eE+-]+, *\n? *)"), std::string());
+    REQUIRE(unaligned_text.find("align") == std::string::npos);
+    const Calibration unaligned = calibration_from_json_text(unaligned_text, "unaligned.json");
+    CHECK(unaligned.gemm_curve(DType::bf16)->align4_ratio == 1);
+    CHECK(unaligned.gemm_curve(DType::bf16)->align2_ratio == 1);
     std::vector<std::string> names;
     for (const auto& p : list_presets()) names.push_back(p.name);
     CHECK(std::find(names.begin(), names.end(), "h100-sxm") != names.end());

@@ -366,3 +366,56 @@ TEST_CASE("a non-vectorized kernel takes its elements at the element rate when t
     op.kernels = 1;
     CHECK(CostModel(c).op_ns(op) == Approx(by_bytes).epsilon(1e-12));
 }
+
+TEST_CASE("misaligned GEMMs run cuBLAS's slower kernel families: even dims at align4_ratio, odd at align2_ratio") {
+    Calibration c = base_calibration();
+    c.gemm_curves[0].align4_ratio = 0.35;
+    c.gemm_curves[0].align2_ratio = 0.17;
+    const CostModel cost(c);
+    // Large enough that compute, not memory, bounds every shape; curve factors of
+    // 4096 and 4095 differ by far less than the tolerance.
+    const double aligned = cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16);
+    const double flops_ns = aligned - kOverheadUs * 1e3;
+    auto compute_ratio = [&](double ns) { return (ns - kOverheadUs * 1e3) / flops_ns; };
+    // Multiples of 8 bf16 elements (16 bytes) are aligned.
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4104, 4096, 1, DType::bf16)) == Approx(4104.0 / 4096).epsilon(1e-3));
+    // Even but not a multiple of 8, in either feature dimension: 1 / 0.35 as long.
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4100, 4096, 1, DType::bf16)) == Approx(4100.0 / 4096 / 0.35).epsilon(1e-3));
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4096, 4102, 1, DType::bf16)) == Approx(4102.0 / 4096 / 0.35).epsilon(1e-3));
+    // Odd: 1 / 0.17.
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4095, 4096, 1, DType::bf16)) == Approx(4095.0 / 4096 / 0.17).epsilon(1e-3));
+    // The token dimension is no leading dimension: an odd m costs nothing extra.
+    CHECK(compute_ratio(cost.gemm_ns(8191, 4096, 4096, 1, DType::bf16)) == Approx(8191.0 / 8192).epsilon(1e-3));
+    // An op says its class: a wgrad (m = in features, k = tokens) keeps its forward's.
+    const auto head = models::make_gemm("lm_head", 8192, 50257, 1600, 1, DType::bf16);
+    CHECK(head.align_elements == 1);
+    const auto backward = models::gemm_backward(head);
+    REQUIRE(backward.size() == 2);
+    for (const auto& op : backward) CHECK(op.align_elements == 1);
+    const auto odd_in = models::make_gemm("proj", 8192, 4096, 4099, 1, DType::bf16);
+    const auto wgrad = models::gemm_backward(odd_in).back();  // m = 4099, n = 4096, k = 8192 tokens
+    CHECK(models::gemm_alignment(wgrad.n, wgrad.k) == 8);     // what its own n and k would say
+    CHECK(wgrad.align_elements == 1);
+    CHECK(cost.op_ns(wgrad) > 5 * cost.gemm_ns(wgrad.m, wgrad.n, wgrad.k, 1, DType::bf16, 8));
+    CHECK(models::gemm_alignment(4100, 4096) == 4);
+    CHECK(models::gemm_alignment(4102, 4096) == 2);
+
+    SECTION("measured points correct only GEMMs of their own kernel family") {
+        Calibration measured = c;
+        const double aligned_us = cost.gemm_ns(4096, 4096, 4096, 1, DType::bf16) * 1e-3;
+        measured.gemm_points.push_back({DType::bf16, 4096, 4096, 4096, 1, 2 * aligned_us});
+        const CostModel corrected(measured);
+        CHECK(corrected.gemm_ns(4096, 4104, 4096, 1, DType::bf16) >
+              1.5 * cost.gemm_ns(4096, 4104, 4096, 1, DType::bf16));
+        CHECK(corrected.gemm_ns(4096, 4095, 4096, 1, DType::bf16) ==
+              Approx(cost.gemm_ns(4096, 4095, 4096, 1, DType::bf16)).epsilon(1e-12));
+    }
+    SECTION("calibrations without the fields penalise nothing") {
+        const Calibration plain = base_calibration();
+        CHECK(plain.gemm_curves[0].align4_ratio == 1);
+        CHECK(plain.gemm_curves[0].align2_ratio == 1);
+        const CostModel unpenalised(plain);
+        CHECK(compute_ratio(unpenalised.gemm_ns(8192, 4095, 4096, 1, DType::bf16)) ==
+              Approx(4095.0 / 4096).epsilon(1e-3));
+    }
+}

@@ -46,7 +46,16 @@ struct Op {
     // its bytes. 0: a vectorized kernel, bound by its bytes.
     std::int64_t indexed_elements = 0;
     int kernels = 1;  // kernel launches the op stands for (a few tiny ones ride on a larger one)
+    // GEMM: the largest power of two, up to 8, dividing both feature
+    // dimensions (n and k of the forward): the leading dimensions torch's
+    // layouts hand cuBLAS, whose alignment picks its kernel family
+    // (bench/results/cuda.md §6). The token dimension never is one. A
+    // backward GEMM keeps its forward's.
+    std::int32_t align_elements = 8;
 };
+
+// The alignment class of a GEMM whose feature dimensions are n and k.
+std::int32_t gemm_alignment(std::int64_t n, std::int64_t k);
 
 Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype);
 Op make_elementwise(std::string name, std::int64_t bytes, double flops);

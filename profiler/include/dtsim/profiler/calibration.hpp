@@ -58,6 +58,13 @@ struct GemmCurve {
     double max_efficiency = 0;
     double half_m = 0, half_n = 0, half_k = 0;
     double fit_error = 0;
+    // GEMMs whose leading dimensions are not 16-byte multiples run slower
+    // kernel families (cuBLAS on Hopper: cutlass_80 "align2" for 4-8 bytes,
+    // Turing-era cutlass_75 "align1" for 2 bytes; bench/results/cuda.md §6):
+    // their rate as a fraction of an aligned GEMM's. 1: no penalty (CPU BLAS,
+    // or not measured).
+    double align4_ratio = 1;  // 4- or 8-byte aligned
+    double align2_ratio = 1;  // 2-byte aligned (odd bf16/fp16 dimensions)
 };
 
 // A measured GEMM; the cost model interpolates efficiency between these.

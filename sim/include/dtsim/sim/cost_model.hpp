@@ -18,7 +18,10 @@ public:
 
     const calib::Calibration& calibration() const { return *cal_; }
 
-    double gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) const;
+    // `align_elements`: the GEMM's alignment class (models::Op::align_elements);
+    // 0 takes it from n and k.
+    double gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
+                   std::int32_t align_elements = 0) const;
     double elementwise_ns(std::int64_t bytes) const;
     double op_ns(const models::Op& op) const;
     // An explicit pass: streaming `bytes`, matmul-like `flops`, and `launches`
@@ -44,7 +47,8 @@ private:
     const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope) const;
     double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
     // The curve's time for a GEMM with `rows` = m * batch, before measured corrections.
-    double curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype) const;
+    double curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,
+                         std::int32_t align_elements) const;
 
     const calib::Calibration* cal_;
 };
