@@ -155,7 +155,8 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
         std::vector<calib::GemmPoint> of_dtype;
         for (const auto& p : c.gemm_points)
             if (p.dtype == curve.dtype) of_dtype.push_back(p);
-        if (!of_dtype.empty()) curve = profiler::fit_gemm_curve(curve.dtype, curve.peak_tflops, of_dtype);
+        if (!of_dtype.empty())
+            curve = profiler::fit_gemm_curve(curve.dtype, curve.peak_tflops, of_dtype, /*alignment_classes=*/true);
     }
     bar.update("host<->device copies", 0.4);
     const auto copies =

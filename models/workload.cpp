@@ -3,6 +3,7 @@
 #include "builders.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/gemm_alignment.hpp"
 
 #include <utility>
 
@@ -22,12 +23,6 @@ Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, s
         2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
     op.align_elements = gemm_alignment(n, k);
     return op;
-}
-
-std::int32_t gemm_alignment(std::int64_t n, std::int64_t k) {
-    std::int32_t a = 1;
-    while (a < 8 && n % (2 * a) == 0 && k % (2 * a) == 0) a *= 2;
-    return a;
 }
 
 Op make_elementwise(std::string name, std::int64_t bytes, double flops) {

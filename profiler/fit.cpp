@@ -4,6 +4,7 @@
 #include "dtsim/profiler/fit.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/gemm_alignment.hpp"
 
 #include <fmt/format.h>
 
@@ -152,23 +153,33 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
 // best measured rate. (Fixing the peak at the best measured rate with
 // max_efficiency <= 1 would bias the curve: the best shape is itself below
 // the asymptote, so the halves would be fitted too small.)
-calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points) {
+calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points,
+                                bool alignment_classes) {
     std::vector<GemmSample> samples;
+    // Misaligned shapes run other kernel families: kept out of the shape fit,
+    // they give each family its ratio to the fitted curve.
+    std::array<std::vector<GemmSample>, 3> by_family;
     double best_tflops = 0;
     for (const auto& p : points) {
         if (p.dtype != dtype) continue;
         if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0 || !(p.time_us > 0) || !std::isfinite(p.time_us))
             throw Error(fmt::format("cannot fit a {} GEMM curve: the point {}x{}x{} (batch {}) has time {} us",
                                     to_string(dtype), p.m, p.n, p.k, p.batch, p.time_us));
+        const int family = alignment_classes ? gemm_alignment_class(gemm_alignment(p.n, p.k), dtype) : 0;
         // Batched GEMMs fill the machine like one with batch times the rows (as the cost model prices them).
         const double rows = static_cast<double>(p.m) * static_cast<double>(p.batch);
         const double flops = 2.0 * rows * static_cast<double>(p.n) * static_cast<double>(p.k);
+        const GemmSample sample{rows, static_cast<double>(p.n), static_cast<double>(p.k), flops, p.time_us};
+        by_family[static_cast<std::size_t>(family)].push_back(sample);
+        if (family != 0) continue;
         best_tflops = std::max(best_tflops, flops / (p.time_us * 1e6));
-        samples.push_back({rows, static_cast<double>(p.n), static_cast<double>(p.k), flops, p.time_us});
+        samples.push_back(sample);
     }
     if (samples.empty())
-        throw Error(fmt::format("cannot fit a {} GEMM curve: there are no measured {} points", to_string(dtype),
-                                to_string(dtype)));
+        throw Error(
+            fmt::format("cannot fit a {} GEMM curve: there are no measured {} points with aligned "
+                        "dimensions (n and k multiples of 16 bytes)",
+                        to_string(dtype), to_string(dtype)));
     const bool estimate_peak = !(peak_tflops > 0);
     double peak = estimate_peak ? best_tflops : peak_tflops;  // provisional when estimated
     for (auto& s : samples) s.ideal_us = s.ideal_us / (peak * 1e6);
@@ -212,6 +223,21 @@ calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const
     curve.half_n = half_of(best.s[1]);
     curve.half_k = half_of(best.s[2]);
     curve.fit_error = std::sqrt(best.sse / static_cast<double>(samples.size()));
+    // Each misaligned family's rate against the curve's: the geometric mean of
+    // modelled-aligned over measured time (at most 1; 1 without points).
+    for (int family : {1, 2}) {
+        const auto& of = by_family[static_cast<std::size_t>(family)];
+        if (of.empty()) continue;
+        double log_sum = 0;
+        for (const auto& s : of) {
+            const double shape =
+                s.m / (s.m + curve.half_m) * (s.n / (s.n + curve.half_n)) * (s.k / (s.k + curve.half_k));
+            const double aligned_us = s.ideal_us / (peak * 1e6 * curve.max_efficiency * shape);
+            log_sum += std::log(aligned_us / s.time_us);
+        }
+        const double ratio = std::min(1.0, std::exp(log_sum / static_cast<double>(of.size())));
+        (family == 1 ? curve.align4_ratio : curve.align2_ratio) = ratio;
+    }
     return curve;
 }
 

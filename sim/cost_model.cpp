@@ -1,6 +1,7 @@
 #include "dtsim/sim/cost_model.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/gemm_alignment.hpp"
 
 #include <fmt/format.h>
 
@@ -18,21 +19,10 @@ double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n,
     return c.max_efficiency * (m / (m + c.half_m)) * (n / (n + c.half_n)) * (k / (k + c.half_k));
 }
 
-namespace {
-
-// The kernel family an alignment picks: 0 aligned (16 bytes or more), 1 for
-// 4-8 bytes, 2 for 2 bytes (calib::GemmCurve::align4_ratio, align2_ratio).
-int alignment_class(std::int32_t align_elements, DType dtype) {
-    const std::int64_t bytes = std::int64_t{align_elements} * dtype_bytes(dtype);
-    return bytes >= 16 ? 0 : bytes >= 4 ? 1 : 2;
-}
-
-}  // namespace
-
 double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,
                                 std::int32_t align_elements) const {
-    const double by_family[] = {1.0, c.align4_ratio, c.align2_ratio};
-    const double efficiency = gemm_efficiency(c, rows, n, k) * by_family[alignment_class(align_elements, dtype)];
+    const double efficiency =
+        gemm_efficiency(c, rows, n, k) * c.alignment_ratio(gemm_alignment_class(align_elements, dtype));
     const double compute_ns = 2.0 * rows * n * k / (c.peak_tflops * 1e12 * efficiency) * 1e9;
     // Thin GEMMs are bound by reading A and B and writing C.
     const double bytes = (rows * k + k * n * batch + rows * n) * static_cast<double>(dtype_bytes(dtype));
@@ -47,7 +37,7 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
         throw CalibrationError(
             fmt::format("calibration '{}' has no GEMM data for {}; measure it with `dtsim calibrate` or use a preset",
                         cal_->name, to_string(dtype)));
-    if (align_elements <= 0) align_elements = models::gemm_alignment(n, k);
+    if (align_elements <= 0) align_elements = gemm_alignment(n, k);
     // A batched GEMM fills the machine like one with `batch` times the rows.
     const double rows = static_cast<double>(m) * static_cast<double>(batch);
     const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype, align_elements);
@@ -55,14 +45,14 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
     // interpolated by inverse squared distance in log2 shape space, so a
     // measured shape is priced at exactly its measured time. Only points of the
     // GEMM's own kernel family count (the same alignment class).
-    const int family = alignment_class(align_elements, dtype);
+    const int family = gemm_alignment_class(align_elements, dtype);
     // The curve itself enters as a ratio-1 prior at kPriorDistance, so a lone,
     // distant measurement fades out instead of rescaling every shape.
     constexpr double kPriorDistance = 4.0;  // squared log2 distance: a factor of 4 in one dimension
     double wsum = 0, rsum = 0, measured = 0;
     for (const auto& p : cal_->gemm_points) {
-        const std::int32_t p_align = models::gemm_alignment(p.n, p.k);
-        if (p.dtype != dtype || alignment_class(p_align, dtype) != family) continue;
+        const std::int32_t p_align = gemm_alignment(p.n, p.k);
+        if (p.dtype != dtype || gemm_alignment_class(p_align, dtype) != family) continue;
         const double prows = static_cast<double>(p.m) * static_cast<double>(p.batch);
         const double ratio =
             p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch), dtype, p_align);

@@ -524,6 +524,9 @@ std::vector<GemmShape> gpu_gemm_shapes(bool quick) {
         {4096, 4096, 4096},  {8192, 8192, 8192},  {16384, 4096, 4096}, {8192, 4096, 11008},
         {8192, 11008, 4096}, {4096, 8192, 8192},  {16384, 8192, 1024}, {8192, 1024, 8192},
         {8192, 28672, 8192}, {8192, 8192, 28672}, {32768, 4096, 4096}, {4096, 16384, 4096},
+        // Misaligned feature dimensions, for the GEMM curve's alignment ratios
+        // (even, odd; bench/results/cuda.md §8).
+        {4096, 4100, 4096},  {4096, 4096, 4100},  {4096, 4095, 4096},  {4096, 4096, 4097},
     };
     shapes.insert(shapes.end(), large.begin(), large.end());
     return shapes;

@@ -160,3 +160,35 @@ TEST_CASE("fit_gemm_curve uses only points of its dtype and rejects bad input") 
     const std::vector<GemmPoint> bad{{DType::fp32, 64, 64, 0, 1, 1.0}};
     CHECK_THROWS_AS(fit_gemm_curve(DType::fp32, 10.0, bad), Error);
 }
+
+TEST_CASE("fit_gemm_curve with alignment classes: misaligned points set the ratios and leave the curve alone") {
+    // bf16: n and k multiples of 8 are aligned; 4100 is even (4-8 bytes); 4095 odd (2 bytes).
+    const GemmCurve truth{DType::bf16, 10.0, 0.8, 128, 128, 64, 0};
+    std::vector<GemmPoint> pts;
+    for (std::int64_t m : {256, 1024, 4096})
+        for (std::int64_t n : {256, 1024, 4096})
+            for (std::int64_t k : {128, 1024, 4096})
+                pts.push_back({DType::bf16, m, n, k, 1, gemm_us(truth, double(m), double(n), double(k))});
+    const std::vector<GemmPoint> aligned = pts;
+    for (std::int64_t m : {1024, 4096}) {
+        pts.push_back({DType::bf16, m, 4100, 4096, 1, gemm_us(truth, double(m), 4100, 4096) / 0.35});
+        pts.push_back({DType::bf16, m, 4096, 4095, 1, gemm_us(truth, double(m), 4096, 4095) / 0.17});
+    }
+    const GemmCurve with = fit_gemm_curve(DType::bf16, 10.0, pts, true);
+    const GemmCurve alone = fit_gemm_curve(DType::bf16, 10.0, aligned, true);
+    CHECK(with.max_efficiency == alone.max_efficiency);
+    CHECK(with.half_m == alone.half_m);
+    CHECK(with.fit_error == alone.fit_error);
+    CHECK(with.align4_ratio == Approx(0.35).epsilon(0.02));
+    CHECK(with.align2_ratio == Approx(0.17).epsilon(0.02));
+    CHECK(alone.align4_ratio == 1);
+    CHECK(alone.align2_ratio == 1);
+    // Without the classes (CPU BLAS) every point is fitted and nothing is penalised.
+    const GemmCurve plain = fit_gemm_curve(DType::bf16, 10.0, pts);
+    CHECK(plain.align4_ratio == 1);
+    CHECK(plain.align2_ratio == 1);
+    CHECK(plain.fit_error > with.fit_error);
+    // Only misaligned points: nothing to fit the curve to.
+    const std::vector<GemmPoint> odd{{DType::bf16, 1024, 4095, 4096, 1, 100.0}};
+    CHECK_THROWS_WITH(fit_gemm_curve(DType::bf16, 10.0, odd, true), Catch::Contains("aligned"));
+}

@@ -1,6 +1,7 @@
 // Cost model: collective and GEMM prices against their closed forms, computed
 // here from the formulas (nccl-tests' PERFORMANCE.md ring model), not copied.
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/gemm_alignment.hpp"
 #include "dtsim/sim/cost_model.hpp"
 
 #include <catch2/catch.hpp>
@@ -394,11 +395,11 @@ TEST_CASE("misaligned GEMMs run cuBLAS's slower kernel families: even dims at al
     for (const auto& op : backward) CHECK(op.align_elements == 1);
     const auto odd_in = models::make_gemm("proj", 8192, 4096, 4099, 1, DType::bf16);
     const auto wgrad = models::gemm_backward(odd_in).back();  // m = 4099, n = 4096, k = 8192 tokens
-    CHECK(models::gemm_alignment(wgrad.n, wgrad.k) == 8);     // what its own n and k would say
+    CHECK(gemm_alignment(wgrad.n, wgrad.k) == 8);     // what its own n and k would say
     CHECK(wgrad.align_elements == 1);
     CHECK(cost.op_ns(wgrad) > 5 * cost.gemm_ns(wgrad.m, wgrad.n, wgrad.k, 1, DType::bf16, 8));
-    CHECK(models::gemm_alignment(4100, 4096) == 4);
-    CHECK(models::gemm_alignment(4102, 4096) == 2);
+    CHECK(gemm_alignment(4100, 4096) == 4);
+    CHECK(gemm_alignment(4102, 4096) == 2);
 
     SECTION("measured points correct only GEMMs of their own kernel family") {
         Calibration measured = c;

@@ -54,8 +54,6 @@ struct Op {
     std::int32_t align_elements = 8;
 };
 
-// The alignment class of a GEMM whose feature dimensions are n and k.
-std::int32_t gemm_alignment(std::int64_t n, std::int64_t k);
 
 Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype);
 Op make_elementwise(std::string name, std::int64_t bytes, double flops);

@@ -65,6 +65,8 @@ struct GemmCurve {
     // or not measured).
     double align4_ratio = 1;  // 4- or 8-byte aligned
     double align2_ratio = 1;  // 2-byte aligned (odd bf16/fp16 dimensions)
+    // The ratio of a kernel family (dtsim::gemm_alignment_class): 0 aligned.
+    double alignment_ratio(int family) const { return family == 0 ? 1.0 : family == 1 ? align4_ratio : align2_ratio; }
 };
 
 // A measured GEMM; the cost model interpolates efficiency between these.

@@ -17,7 +17,11 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
 // Fits max_efficiency and the half-efficiency dimensions of a GemmCurve with
 // the given peak to measured points; fit_error is the relative RMS error of the
 // predicted times. peak_tflops <= 0 (CPU): the peak is estimated as the fitted
-// curve's large-GEMM rate and max_efficiency is 1.
-calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points);
+// curve's large-GEMM rate and max_efficiency is 1. `alignment_classes` (cuBLAS):
+// points whose n and k are not 16-byte multiples stay out of the shape fit and
+// set align4_ratio and align2_ratio instead; without it (CPU BLAS) every point
+// is fitted and the ratios are 1.
+calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points,
+                                bool alignment_classes = false);
 
 }  // namespace dtsim::profiler
