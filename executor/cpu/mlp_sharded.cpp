@@ -246,6 +246,7 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
         return plan.buckets[static_cast<std::size_t>(t.bucket)].params;
     };
     bool optimizer_seen = false;
+    int next_persistent = 0;  // ZeRO-3: the persistent tensor the next post-step all-gather brings back
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
         auto& a = s->actions[i];
@@ -270,14 +271,19 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
                 a.groups = {t.bucket};
             } else if (stage < 3) {
                 a.groups = {0};
+            } else if (const int l = gather_layer[i]; l >= 0) {
+                // A layer's fetch: its non-persistent tensors.
+                for (int p = 2 * l; p < 2 * l + 2 && p < params; ++p)
+                    if (static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size()) > persistence)
+                        a.groups.push_back(p);
             } else {
-                const int l = gather_layer[i];
-                for (int p = 0; p < params; ++p) {
-                    const auto numel = static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
-                    const bool persistent = numel <= persistence;
-                    const bool of_layer = l < 0 || p / 2 == l;
-                    if ((l < 0) == persistent && of_layer) a.groups.push_back(p);
-                }
+                // _post_step: one all-gather per persistent tensor, in parameter order.
+                while (next_persistent<params&& static_cast<std::int64_t>(
+                           params_[static_cast<std::size_t>(next_persistent)].size())>
+                           persistence)
+                    ++next_persistent;
+                DTSIM_ASSERT(next_persistent < params, "each post-step all-gather has a persistent tensor");
+                a.groups = {next_persistent++};
             }
         } else {
             a.op =

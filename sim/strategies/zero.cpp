@@ -17,6 +17,7 @@
 #include <cmath>
 #include <limits>
 #include <span>
+#include <utility>
 
 namespace dtsim::sim {
 namespace {
@@ -257,7 +258,14 @@ void lower_stage12(Lowering& s) {
     // drops both; micro-step 0's partition gradients stay referenced by
     // averaged_gradients until the step flattens them.
     const std::int64_t ipg_bytes = z.contiguous ? z.bucket_elems * s.b * (z.overlap ? 2 : 1) : 0;
-    const std::int64_t partition_grad_bytes = z.stage == 2 && !offload ? s.b * part : 0;
+    // Stage 1 with overlap_comm and contiguous_gradients registers stage 2's
+    // hooks: at the accumulation boundary each gradient is copied into the ipg
+    // bucket and freed (reduce_independent_p_g_buckets_and_remove_grads), and
+    // copy_grads_in_partition keeps only this rank's share, as stage 2 does
+    // (docs/notes/library-memory-rules.md §3a; Lightning's deepspeed_stage_1).
+    // Without them the full 16-bit gradients stay until the step.
+    const bool stage1_partitions = z.stage == 1 && z.overlap && z.contiguous && s.distributed && !offload;
+    const std::int64_t partition_grad_bytes = (z.stage == 2 || stage1_partitions) && !offload ? s.b * part : 0;
 
     const int nccl = step.stream("nccl", TaskKind::collective);
     const int reduction = z.overlap ? step.stream("reduction", TaskKind::collective) : nccl;
@@ -270,7 +278,7 @@ void lower_stage12(Lowering& s) {
     // The epilogue of micro-step m, attached to the task just added (the last reduction).
     auto epilogue = [&](int m) {
         plan.release(MemCategory::buckets, ipg_bytes);
-        if (m > 0) plan.release(MemCategory::gradients, partition_grad_bytes);
+        if (m > 0 && z.stage == 2) plan.release(MemCategory::gradients, partition_grad_bytes);
     };
     // Reduces one bucket after task `ready` (§4.2 "What actually runs").
     auto reduce = [&](std::size_t bi, std::int32_t ready, int m) {
@@ -286,6 +294,11 @@ void lower_stage12(Lowering& s) {
             s.last_compute = dep;
         }
         const std::int32_t deps[] = {dep};
+        // allreduce_bucket first flattens the bucket into a new tensor
+        // (_flatten_dense_tensors), alive while the bucket's reduction runs: up to
+        // one bucket more (§3b). Without contiguous_gradients that flat copy is the
+        // compute-stream pass above.
+        const std::int64_t flat_copy = z.contiguous ? bytes : 0;
         if (per_owner) {
             // One dist.reduce per rank owning part of the bucket, of that rank's share.
             std::vector<std::int64_t> share(static_cast<std::size_t>(s.n), 0);
@@ -304,13 +317,18 @@ void lower_stage12(Lowering& s) {
                 // The first waits for the bucket; the rest follow on the stream.
                 const std::span<const std::int32_t> after =
                     last_reduction == previous ? std::span<const std::int32_t>(deps) : std::span<const std::int32_t>();
+                const bool first = last_reduction == previous;
                 last_reduction = step.collective(CollectiveKind::reduce, share[r] * s.b, s.world, reduction, after, m,
                                                  static_cast<int>(bi));
+                if (first) plan.alloc(MemCategory::other, flat_copy);
             }
+            plan.release(MemCategory::other, flat_copy);
         } else {
             // use_multi_rank_bucket_allreduce (and reduce_scatter=false): one allreduce of the whole bucket.
             last_reduction =
                 step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi));
+            plan.alloc(MemCategory::other, flat_copy);
+            plan.release(MemCategory::other, flat_copy);
         }
         if (!z.contiguous) plan.release(MemCategory::buckets, bytes);
         if (bi == 0) plan.alloc(MemCategory::gradients, partition_grad_bytes);  // grads_in_partition's first use
@@ -348,7 +366,11 @@ void lower_stage12(Lowering& s) {
             const std::int32_t bwd = s.backward(m, l, -1, in_hooks && z.contiguous ? 2 * grad_bytes : 0);
             // The first gradient hook allocates the ipg buffer(s).
             if (l == step.layers() - 1 && (z.stage == 2 || m == s.last)) plan.alloc(MemCategory::buckets, ipg_bytes);
-            if (z.stage == 1) {
+            if (stage1_partitions && m == s.last) {
+                // The boundary's hooks: the (accumulated) gradient goes into the bucket.
+                if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
+                plan.release(MemCategory::gradients, grad_bytes);
+            } else if (z.stage == 1) {
                 // Stage 1 keeps the full 16-bit gradients until the step's epilogue.
                 if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
             } else {
@@ -394,7 +416,7 @@ void lower_stage12(Lowering& s) {
         plan.alloc(MemCategory::other, 4 * part);
         // The flattened fp32 copy replaces the 16-bit gradients: stage 1's full
         // gradients, stage 2's first micro-step partition buffer.
-        plan.release(MemCategory::gradients, z.stage == 1 ? s.b * s.psi : partition_grad_bytes);
+        plan.release(MemCategory::gradients, z.stage == 1 && !stage1_partitions ? s.b * s.psi : partition_grad_bytes);
         const std::int32_t cast[] = {t};
         t = step.optimizer_step({.elements = part, .largest = part}, cast, s.last);  // FusedAdam
         const std::int32_t opt[] = {t};
@@ -456,14 +478,16 @@ void lower_stage3(Lowering& s) {
     // Per-tensor partitioning (§4.3): ceil(numel / N) each; tensors with
     // <= stage3_param_persistence_threshold elements persist whole on every rank.
     std::vector<Layer3> layers(static_cast<std::size_t>(nl));
-    std::int64_t part = 0, persist = 0, persist_padded = 0;
+    std::int64_t part = 0, persist = 0;
+    // Each persistent tensor's elements and padded elements, in parameter order.
+    std::vector<std::pair<std::int64_t, std::int64_t>> persistent;
     for (int l = 0; l < nl; ++l)
         for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
             const std::int64_t numel = p.numel(), pn = ceil_div(numel, s.n);
             part += pn;
             if (numel <= z.persistence_elems) {
                 persist += numel;
-                persist_padded += pn * s.n;
+                persistent.emplace_back(numel, pn * s.n);
             } else {
                 auto& li = layers[static_cast<std::size_t>(l)];
                 li.gather_elems += numel;
@@ -688,7 +712,11 @@ void lower_stage3(Lowering& s) {
         }
     }
 
-    // The step, per sub-group of <= sub_group_size elements (§4.3).
+    // The step, per sub-group of <= sub_group_size elements (§4.3). It starts
+    // with _partition_all_parameters (release_and_reset_all), which frees every
+    // gathered parameter, the persistent ones included; _post_step gathers
+    // those again (docs/notes/library-memory-rules.md §4).
+    const std::int64_t regathered_bytes = s.distributed ? s.b * persist : 0;
     std::vector<std::int32_t> deps = {s.last_compute};
     if (!reductions.empty()) deps.push_back(reductions.back());
     if (!offload_copies.empty()) deps.push_back(offload_copies.back());
@@ -699,6 +727,7 @@ void lower_stage3(Lowering& s) {
             // Cast the gradients to fp32, update, copy the master into the 16-bit partition.
             std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * g, 0, deps, s.last);
             plan.alloc(MemCategory::other, 4 * g);
+            if (begin == 0) plan.release(MemCategory::parameters, regathered_bytes);
             const std::int32_t cast[] = {t};
             t = step.optimizer_step({.elements = g, .largest = g}, cast, s.last);  // FusedAdam
             const std::int32_t opt[] = {t};
@@ -710,6 +739,7 @@ void lower_stage3(Lowering& s) {
                 deps.assign(1, step.nvme(Transfer::nvme_read, 12 * g, nvme, deps, s.last));
             }
             done = step.host_optimizer(g, cpu, deps, s.last);
+            if (begin == 0) plan.release(MemCategory::parameters, regathered_bytes);
             const std::int32_t adam[] = {done};
             if (z.optimizer == Offload::nvme) step.nvme(Transfer::nvme_write, 12 * g, nvme, adam, s.last);
             // copy_ fp32 (host) -> 16-bit (device) converts on the CPU: 2 B per
@@ -718,10 +748,16 @@ void lower_stage3(Lowering& s) {
         }
         deps.assign(1, done);
     }
-    // _post_step: persistent parameters are re-gathered (§4.3).
-    if (s.distributed && persist_padded > 0) {
+    // _post_step: persistent_parameters[0].all_gather(persistent_parameters) ->
+    // _allgather_params_coalesced, which issues one all_gather_into_tensor per
+    // tensor (not one flat buffer, as the fetch path does), waits for the last
+    // and synchronizes: latency-bound gathers, one per small tensor.
+    if (s.distributed) {
         const std::int32_t after[] = {done};
-        step.collective(CollectiveKind::allgather, s.b * persist_padded, s.world, ag, after, s.last);
+        for (const auto& [numel, padded] : persistent) {
+            step.collective(CollectiveKind::allgather, s.b * padded, s.world, ag, after, s.last);
+            plan.alloc(MemCategory::parameters, s.b * numel);
+        }
     }
     if (s.distributed) {
         std::int64_t ag_elems = 0;
@@ -731,10 +767,10 @@ void lower_stage3(Lowering& s) {
         plan.notes.push_back(fmt::format(
             "ZeRO stage 3: {} submodules gathered before forward ({:.3g} elements), {} of them again before backward "
             "(the others are reused within stage3_max_reuse_distance={:.3g} and stay gathered), {} reduce-scatter(s) "
-            "per micro-step, {} persistent elements (<= {} each) kept whole, {:.0f} us of host hooks per submodule "
-            "fetch{}.",
+            "per micro-step, {} persistent elements in {} tensors (<= {} each) kept whole and gathered again after "
+            "the step, one all-gather per tensor, {:.0f} us of host hooks per submodule fetch{}.",
             forward_gathers, double(ag_elems), trace.size() - forward_gathers, double(z.reuse_elems), buckets.size(),
-            persist, z.persistence_elems, double(kStage3HookNs) / 1e3,
+            persist, persistent.size(), z.persistence_elems, double(kStage3HookNs) / 1e3,
             prefetch ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched or kept"));
     }
     if (offload_opt)

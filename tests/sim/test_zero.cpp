@@ -2,6 +2,7 @@
 // memory formulas, offload.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
@@ -466,7 +467,10 @@ TEST_CASE("ZeRO-1/2 ipg buffers and grads_in_partition are backward transients, 
 TEST_CASE("llama2-7b on 8 GPUs: peak(stage 1) >= peak(stage 2) >= peak(stage 3) when model states dominate") {
     // Short sequences: model states dominate the peak. At 4096 tokens the
     // activations dominate and stage 2's peak (its Psi/N partition buffer is
-    // allocated at the first reduction on the last rank) is within 0.2 GiB of stage 1's.
+    // allocated at the first reduction on the last rank, and allreduce_bucket's
+    // flat copy of a 5e8-element bucket is alive during each reduction, while
+    // activations are still held) is within 0.2 GiB plus that copy of stage 1's,
+    // which reduces after backward (overlap_comm=false).
     auto peak = [](int stage, std::int64_t seq) {
         Config c = llama(stage);
         c.seq_len = seq;
@@ -474,7 +478,7 @@ TEST_CASE("llama2-7b on 8 GPUs: peak(stage 1) >= peak(stage 2) >= peak(stage 3) 
     };
     CHECK(peak(1, 512) >= peak(2, 512));
     CHECK(peak(2, 512) >= peak(3, 512));
-    CHECK(std::abs(double(peak(1, 4096) - peak(2, 4096))) < 0.2 * 1024 * 1024 * 1024);
+    CHECK(std::abs(double(peak(1, 4096) - peak(2, 4096))) < 0.2 * 1024 * 1024 * 1024 + 2 * 500'000'000.0);
     CHECK(peak(2, 4096) >= peak(3, 4096));
 }
 
@@ -540,9 +544,9 @@ TEST_CASE("ZeRO-3 prefetch: a use the prefetcher passes over while the layer is 
     // them gathered, so their backward needs no all-gather. With a prefetch
     // window larger than the model, every layer's backward use is passed over
     // during forward; with none, every layer is gathered again.
-    const std::vector<std::pair<std::string, std::string>> common = {
-        {"stage3_max_reuse_distance", "0"}, {"stage3_param_persistence_threshold", "0"},
-        {"stage3_max_live_parameters", "100000000000"}};
+    const std::vector<std::pair<std::string, std::string>> common = {{"stage3_max_reuse_distance", "0"},
+                                                                     {"stage3_param_persistence_threshold", "0"},
+                                                                     {"stage3_max_live_parameters", "100000000000"}};
     auto with = [&](const char* prefetch) {
         auto k = common;
         k.emplace_back("stage3_prefetch_bucket_size", prefetch);
@@ -560,4 +564,112 @@ TEST_CASE("ZeRO-3 prefetch: a use the prefetcher passes over while the layer is 
     CHECK(at_peak(wide, MemCategory::gathered) > at_peak(off, MemCategory::gathered));
     CHECK(2 * collective_bytes(wide.plan, CollectiveKind::allgather).total ==
           collective_bytes(off.plan, CollectiveKind::allgather).total);
+}
+
+namespace {
+
+// The highest sum of a category's deltas, walking the plan in issue order
+// (allocations at a task's start, its frees at its end).
+std::int64_t max_in_issue_order(const Plan& p, MemCategory c) {
+    std::int64_t now = resident(p, c), best = now;
+    for (const Task& t : p.tasks) {
+        for (const MemoryDelta& d : p.memory_of(t))
+            if (d.category == c && d.bytes > 0) now += d.bytes;
+        best = std::max(best, now);
+        for (const MemoryDelta& d : p.memory_of(t))
+            if (d.category == c && d.bytes < 0) now += d.bytes;
+    }
+    return best;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "ZeRO-1 with overlap_comm keeps only its partition of the 16-bit gradients at the boundary, as stage 2 "
+    "(reduce_independent_p_g_buckets_and_remove_grads)") {
+    // stage_1_and_2.py: with overlap_comm and contiguous_gradients the hooks copy
+    // each gradient into the ipg bucket and free it; copy_grads_in_partition keeps
+    // this rank's share (Psi/N x 2 B). Without overlap_comm nothing is freed
+    // before the step.
+    const SimResult hooks = run(zero_config(1, {{"overlap_comm", "true"}}));
+    const SimResult stage2 = run(zero_config(2, {{"overlap_comm", "true"}}));
+    const SimResult no_hooks = run(zero_config(1, {{"overlap_comm", "false"}}));
+    const std::int64_t psi = hooks.workload->param_count();
+    const std::int64_t partition = 2 * ceil_div(psi, 8);
+    std::int64_t largest_layer = 0;
+    for (const auto& l : hooks.workload->layers) largest_layer = std::max(largest_layer, 2 * l.param_count());
+    CHECK(max_in_issue_order(hooks.plan, MemCategory::gradients) <= partition + largest_layer);
+    CHECK(max_in_issue_order(hooks.plan, MemCategory::gradients) ==
+          max_in_issue_order(stage2.plan, MemCategory::gradients));
+    CHECK(max_in_issue_order(no_hooks.plan, MemCategory::gradients) >= 2 * psi);
+    CHECK(hooks.metrics.peak_memory_bytes < no_hooks.metrics.peak_memory_bytes);
+    // Every gradient allocation is freed: by its hook, or with the partition at the step.
+    std::int64_t net = 0;
+    for (const MemoryDelta& d : hooks.plan.memory)
+        if (d.category == MemCategory::gradients) net += d.bytes;
+    CHECK(net == 0);
+
+    SECTION("with accumulation the hooks wait for the boundary: full gradients accumulate before it") {
+        Config c = zero_config(1, {{"overlap_comm", "true"}});
+        c.grad_accum = 2;
+        const SimResult accum = run(c);
+        CHECK(max_in_issue_order(accum.plan, MemCategory::gradients) >= 2 * psi);
+        std::int64_t left = 0;
+        for (const MemoryDelta& d : accum.plan.memory)
+            if (d.category == MemCategory::gradients) left += d.bytes;
+        CHECK(left == 0);
+    }
+}
+
+TEST_CASE("ZeRO-3's step frees the persistent parameters and _post_step gathers them back one tensor at a time") {
+    SimResult r = run(zero_config(3));
+    const Stage3Sizes s = stage3_sizes(*r.workload, 8, 100'000);
+    std::vector<std::int64_t> expected;  // padded bytes of each persistent tensor, in parameter order
+    for (const auto& layer : r.workload->layers)
+        for (const auto& p : layer.params)
+            if (p.numel() <= 100'000) expected.push_back(2 * ceil_div(p.numel(), 8) * 8);
+    REQUIRE(expected.size() > 50);  // gpt2-medium: 2 norms and 4 biases per block
+    std::size_t last_optimizer = 0;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i)
+        if (is_optimizer(r.plan.tasks[i])) last_optimizer = i;
+    std::vector<std::int64_t> after_step;
+    std::int64_t regathered = 0;
+    for (std::size_t i = last_optimizer + 1; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        if (t.kind != TaskKind::collective || t.collective != CollectiveKind::allgather) continue;
+        after_step.push_back(t.bytes);
+        for (const MemoryDelta& d : r.plan.memory_of(t))
+            if (d.category == MemCategory::parameters) regathered += d.bytes;
+    }
+    CHECK(after_step == expected);
+    CHECK(regathered == 2 * s.persistent);
+    // ... after the step released them: the parameters end the step as they began.
+    std::int64_t net = 0;
+    for (const MemoryDelta& d : r.plan.memory)
+        if (d.category == MemCategory::parameters) net += d.bytes;
+    CHECK(net == 0);
+    // Latency-bound: the many small gathers cost more than one flat gather of the same bytes would.
+    const auto cal = calib::load_hardware("a100-sxm");
+    double each = 0;
+    for (std::int64_t b : expected) each += sim::CostModel(cal).collective_ns(CollectiveKind::allgather, b, {8, 1});
+    CHECK(each > 10 * sim::CostModel(cal).collective_ns(CollectiveKind::allgather, 2 * s.persist_padded, {8, 1}));
+}
+
+TEST_CASE("ZeRO-1/2's allreduce_bucket flattens each bucket into a new tensor while it is reduced") {
+    for (const char* per_owner : {"true", "false"}) {
+        INFO("use_multi_rank_bucket_allreduce=" << per_owner);
+        SimResult r = run(zero_config(2, {{"use_multi_rank_bucket_allreduce", per_owner}}));
+        std::vector<std::int64_t> flat(r.plan.buckets.size(), 0), held(r.plan.buckets.size(), 0);
+        for (const Task& t : r.plan.tasks) {
+            if (t.kind != TaskKind::collective || t.bucket < 0) continue;
+            for (const MemoryDelta& d : r.plan.memory_of(t))
+                if (d.category == MemCategory::other)
+                    (d.bytes > 0 ? flat : held)[static_cast<std::size_t>(t.bucket)] += d.bytes;
+        }
+        for (const auto& b : r.plan.buckets) {
+            INFO("bucket " << b.index);
+            CHECK(flat[static_cast<std::size_t>(b.index)] == b.bytes);
+            CHECK(held[static_cast<std::size_t>(b.index)] == -b.bytes);
+        }
+    }
 }
