@@ -90,6 +90,7 @@ std::pair<std::string, std::string> fsdp_dtypes(const sim::Config& c, const sim:
 }
 
 std::string wrap_policy(const sim::Knobs& k) {
+    if (k.text("auto_wrap_policy") == "none") return "None";  // one unit, the root
     if (k.text("auto_wrap_policy") == "size")
         return fmt::format("functools.partial(size_based_auto_wrap_policy, min_num_params={})",
                            number(k.number("min_num_params")));

@@ -49,7 +49,7 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
     }
     cmd.add_option("--strategy,-s", o.strategy,
                    "strategy: " + names_list(sim::strategies().names()) +
-                       ", a Lightning name (ddp_spawn, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
+                       ", a Lightning name (ddp_spawn, lightning:fsdp, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
                        "DeepSpeed config file (ds.json)")
         ->capture_default_str();
     cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();

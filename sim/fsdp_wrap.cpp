@@ -6,6 +6,8 @@ std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knob
     const std::size_t n = w.layers.size();
     std::vector<int> unit_of(n, kFsdpRootUnit);
     int next = kFsdpRootUnit + 1;
+    // No policy: FullyShardedDataParallel(model) makes one unit, the root.
+    if (knobs.text("auto_wrap_policy") == "none") return unit_of;
     if (knobs.text("auto_wrap_policy") == "transformer") {
         std::vector<int> unit_of_block;
         for (std::size_t l = 0; l < n; ++l) {

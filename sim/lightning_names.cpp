@@ -23,7 +23,15 @@ std::vector<LightningStrategy> make_names() {
         v.push_back({n + "_find_unused_parameters_true", "ddp", {{"find_unused_parameters", "true"}}, launch});
         v.push_back({n + "_find_unused_parameters_false", "ddp", {{"find_unused_parameters", "false"}}, launch});
     }
-    v.push_back({"fsdp_cpu_offload", "fsdp", {{"cpu_offload", "true"}}, kPopen});
+    // FSDPStrategy: no auto_wrap_policy unless given (one unit, the root), and
+    // the report says Lightning built it (docs/notes/library-memory-rules.md §2b).
+    const std::vector<std::pair<std::string, std::string>> lightning_fsdp = {{"frontend", "lightning"},
+                                                                             {"auto_wrap_policy", "none"}};
+    v.push_back({"lightning:fsdp", "fsdp", lightning_fsdp, kPopen});
+    auto offload = lightning_fsdp;
+    offload.emplace_back("cpu_offload", "true");
+    v.push_back({"fsdp_cpu_offload", "fsdp", offload, kPopen});
+    v.push_back({"lightning:ddp", "ddp", {}, kPopen});
     // DeepSpeedStrategy's own defaults, which differ from DeepSpeed's: overlap_comm
     // on, 2e8-element buckets, sub_group_size 1e12 (lightning strategies/deepspeed.py).
     const std::vector<std::pair<std::string, std::string>> lightning_zero = {

@@ -394,6 +394,29 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         plan.release(MemCategory::gradients, grad_shards);  // zero_grad(set_to_none=True)
     }
 
+    // Which constructor applied: what a user reading the report must know, since
+    // Lightning's FSDPStrategy and torch's FullyShardedDataParallel differ in
+    // their defaults (docs/notes/library-memory-rules.md §2).
+    if (knobs.text("frontend") == "lightning") {
+        const bool mixed = config.precision != Precision::fp32;
+        plan.notes.push_back(fmt::format(
+            "Lightning FSDPStrategy, as Lightning >= 2.6 builds it: {}; MixedPrecision(param_dtype={}, "
+            "reduce_dtype={}){}.{}",
+            knobs.text("auto_wrap_policy") == "none" ? "no auto_wrap_policy, so one FSDP unit for the whole model"
+                                                     : "auto_wrap_policy=" + knobs.text("auto_wrap_policy"),
+            to_string(param_dtype), to_string(reduce_dtype), mixed ? " under torch.autocast" : "",
+            mixed && param_dtype != DType::fp32
+                ? " Lightning 2.1-2.5 kept fp32 parameters under the mixed precisions: add --set param_dtype=fp32 "
+                  "--set reduce_dtype=" +
+                      std::string(to_string(compute_dtype(config.precision))) + " to model those versions."
+                : ""));
+    } else {
+        plan.notes.push_back(fmt::format(
+            "torch FullyShardedDataParallel(auto_wrap_policy={}, mixed_precision=MixedPrecision(param_dtype={}, "
+            "reduce_dtype={})) as the knobs give it; Lightning's FSDPStrategy defaults differ: --strategy "
+            "lightning:fsdp.",
+            knobs.text("auto_wrap_policy"), to_string(param_dtype), to_string(reduce_dtype)));
+    }
     int wrapped = 0;
     for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
     const std::string units_text =
@@ -499,8 +522,16 @@ void register_fsdp(Registry<Strategy>& r) {
         {"auto_wrap_policy",
          KnobType::choice,
          "transformer",
-         "units: transformer = one per transformer block, size = consecutive layers up to min_num_params",
-         {"transformer", "size"},
+         "units: transformer = one per transformer block, size = consecutive layers up to min_num_params, none = "
+         "one unit, the root (no policy: Lightning's FSDPStrategy default)",
+         {"transformer", "size", "none"},
+         0},
+        {"frontend",
+         KnobType::choice,
+         "torch",
+         "who builds FSDP: torch = FullyShardedDataParallel(...) with these knobs; lightning = Lightning's "
+         "FSDPStrategy (set by --strategy lightning:fsdp or fsdp_cpu_offload; the report says which applied)",
+         {"torch", "lightning"},
          0},
         {"min_num_params",
          KnobType::number,

@@ -4,6 +4,7 @@
 // computed here from the workload's layers and the wrapping rules.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/report.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -705,5 +706,60 @@ TEST_CASE("fsdp fp32 gradient shards exist from each unit's reduce-scatter until
         SimResult o = run(c);
         CHECK(resident(o, MemCategory::host) == 16 * shard_total(transformer_units(*o.workload).numel, n));
         CHECK(max_over_step(o, MemCategory::gradients) >= 4 * shard_total(u.numel, n));
+    }
+}
+
+TEST_CASE(
+    "Lightning's FSDPStrategy (lightning:fsdp, fsdp_cpu_offload) against torch's constructor: wrapping, "
+    "precision, and a report that says which applied") {
+    // Lightning strategies/fsdp.py: no auto_wrap_policy unless given, so
+    // FullyShardedDataParallel(model) makes one unit; FSDPPrecision under
+    // bf16-mixed (Lightning >= 2.6): MixedPrecision(bf16, bf16) with autocast.
+    Config lightning = fsdp_config("gpt2-xl", 1, 8);
+    lightning.strategy = "lightning:fsdp";
+    REQUIRE(resolve_lightning_name(lightning));
+    CHECK(lightning.strategy == "fsdp");
+    const SimResult l = run(lightning);
+    const SimResult torch = run(fsdp_config("gpt2-xl", 1, 8));
+    const Traffic l_ag = traffic(l, CollectiveKind::allgather);
+    CHECK(l_ag.count == 1);  // the root, once: it stays unsharded from forward to backward
+    CHECK(l_ag.bytes == padded(l.workload->param_count(), 8) * 2);
+    CHECK(traffic(torch, CollectiveKind::allgather).count > 40);
+    CHECK(mentions(l, "Lightning FSDPStrategy"));
+    CHECK(mentions(l, "one FSDP unit for the whole model"));
+    CHECK_FALSE(mentions(l, "torch FullyShardedDataParallel("));
+    CHECK(mentions(torch, "torch FullyShardedDataParallel(auto_wrap_policy=transformer"));
+    // One unit holds every parameter unsharded at once: a higher peak than per-block units.
+    CHECK(l.metrics.peak_memory_bytes > torch.metrics.peak_memory_bytes);
+
+    SECTION("a given auto_wrap_policy wins over Lightning's default") {
+        Config c = fsdp_config("gpt2-xl", 1, 8);
+        c.strategy = "lightning:fsdp";
+        c.knobs = {{"auto_wrap_policy", "transformer"}};
+        resolve_lightning_name(c);
+        const SimResult r = run(c);
+        CHECK(traffic(r, CollectiveKind::allgather).count == traffic(torch, CollectiveKind::allgather).count);
+        CHECK(mentions(r, "auto_wrap_policy=transformer"));
+    }
+    SECTION("fsdp_cpu_offload is Lightning's too") {
+        Config c = fsdp_config("gpt2-xl", 1, 8);
+        c.strategy = "fsdp_cpu_offload";
+        resolve_lightning_name(c);
+        const SimResult r = run(c);
+        CHECK(r.metrics.host_compute_s > 0);
+        CHECK(mentions(r, "Lightning FSDPStrategy"));
+    }
+    SECTION(
+        "Lightning 2.1-2.5's fp32 parameters, as the note says to model them: fp32 all-gathers, bf16 "
+        "reductions, autocast copies") {
+        CHECK(mentions(l, "--set param_dtype=fp32 --set reduce_dtype=bf16"));
+        Config c = lightning;
+        c.knobs.emplace_back("param_dtype", "fp32");
+        c.knobs.emplace_back("reduce_dtype", "bf16");
+        const SimResult old = run(c);
+        CHECK(traffic(old, CollectiveKind::allgather).bytes == 2 * l_ag.bytes);
+        CHECK(traffic(old, CollectiveKind::reduce_scatter).bytes == traffic(l, CollectiveKind::reduce_scatter).bytes);
+        CHECK(old.metrics.peak_memory_bytes > l.metrics.peak_memory_bytes);
+        CHECK(mentions(old, "MixedPrecision(param_dtype=fp32, reduce_dtype=bf16)"));
     }
 }
