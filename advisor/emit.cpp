@@ -89,6 +89,14 @@ std::pair<std::string, std::string> fsdp_dtypes(const sim::Config& c, const sim:
     return {param, reduce};
 }
 
+std::string checkpoint_note(const sim::Config& c) {
+    if (c.ac_freq <= 1) return "# activation checkpointing: torch.utils.checkpoint around each transformer block\n";
+    return fmt::format(
+        "# selective activation checkpointing: torch.utils.checkpoint around every {}th transformer "
+        "block only (blocks {}, {}, ...; torchtitan's ac_freq={})\n",
+        c.ac_freq, c.ac_freq, 2 * c.ac_freq, c.ac_freq);
+}
+
 std::string wrap_policy(const sim::Knobs& k) {
     if (k.text("auto_wrap_policy") == "none") return "None";  // one unit, the root
     if (k.text("auto_wrap_policy") == "size")
@@ -265,7 +273,7 @@ std::string emit_lightning(const sim::Config& config) {
                         torch_dtype(reduce)),
             "auto_wrap_policy=" + wrap_policy(k),
         };
-        if (c.activation_checkpointing) args.push_back("activation_checkpointing_policy={Block}");
+        if (c.activation_checkpointing && c.ac_freq <= 1) args.push_back("activation_checkpointing_policy={Block}");
         strategy = call("strategy = FSDPStrategy", args);
     } else if (c.strategy == "deepspeed") {
         imports += "from lightning.pytorch.strategies import DeepSpeedStrategy\n";
@@ -309,8 +317,7 @@ std::string emit_lightning(const sim::Config& config) {
     };
     if (c.sync_batchnorm) trainer.push_back("sync_batchnorm=True");
     std::string notes = training_notes(c);
-    if (c.activation_checkpointing && c.strategy != "fsdp")
-        notes += "# activation checkpointing: torch.utils.checkpoint around each transformer block\n";
+    if (c.activation_checkpointing && (c.strategy != "fsdp" || c.ac_freq > 1)) notes += checkpoint_note(c);
     return imports + "\n" + setup + strategy + "\n" + notes + call("trainer = Trainer", trainer) + "\n";
 }
 
@@ -323,8 +330,7 @@ std::string emit_torch(const sim::Config& config) {
         notes += "# precision: torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward\n";
     else if (c.precision == sim::Precision::fp16_mixed)
         notes += "# precision: torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler\n";
-    if (c.activation_checkpointing)
-        notes += "# activation checkpointing: torch.utils.checkpoint around each transformer block\n";
+    if (c.activation_checkpointing) notes += checkpoint_note(c);
     if (c.strategy == "ddp") {
         const Hook h = hook_of(k);
         out += "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + h.imports + "\n";

@@ -119,8 +119,15 @@ void apply_common(sim::Config& c, const std::string& axis, const std::string& v)
         c.seq_len = parse_int(axis, v, 1);
     else if (axis == "precision")
         c.precision = sim::precision_from_string(v);
-    else if (axis == "activation_checkpointing")
-        c.activation_checkpointing = parse_flag(axis, v);
+    else if (axis == "activation_checkpointing") {
+        // true/false, or N >= 2: every N-th block (selective AC by layer).
+        const bool digits = !v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) {
+            return ch >= '0' && ch <= '9';
+        });
+        const bool every = digits && parse_int(axis, v, 0) >= 2;
+        c.activation_checkpointing = every || parse_flag(axis, v);
+        c.ac_freq = every ? static_cast<int>(parse_int(axis, v, 2)) : 1;
+    }
 }
 
 const Axis* find_axis(const SearchSpace& space, std::string_view name) {
@@ -465,7 +472,8 @@ SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> g
         throw ConfigError(fmt::format("--global-batch {} is not a multiple of the {} GPUs: no micro-batch fits it",
                                       *global_batch, world));
     add_axis(space, {"micro_batch", micro});
-    add_axis(space, {"activation_checkpointing", {"false", "true"}});
+    // Off, every block, or every 2nd (selective AC: often the fastest that fits).
+    add_axis(space, {"activation_checkpointing", {"false", "true", "2"}});
     add_axis(space, {"bucket_cap_mb", {"25", "100"}});
     add_axis(space, {"gradient_as_bucket_view", {"false", "true"}});
     std::vector<std::string> sharding = {"FULL_SHARD", "SHARD_GRAD_OP"};

@@ -63,6 +63,10 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
         ->capture_default_str();
     cmd.add_flag("--activation-checkpointing,--ckpt", o.activation_checkpointing,
                  "recompute each transformer block's forward in backward (torch.utils.checkpoint per block)");
+    cmd.add_option("--ac-freq", o.ac_freq,
+                   "with --activation-checkpointing: only every N-th block (selective AC by layer, torchtitan's "
+                   "ac_freq; 2 = blocks 2, 4, ...)")
+        ->capture_default_str();
     cmd.add_flag("--sync-batchnorm", o.sync_batchnorm,
                  "BatchNorm layers synchronise statistics across ranks (SyncBatchNorm; resnet50)");
     cmd.add_option("--set", o.set,
@@ -101,6 +105,7 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     c.optimizer = sim::optimizer_from_string(o.optimizer);
     c.attention = models::attention_from_string(o.attention);
     c.activation_checkpointing = o.activation_checkpointing;
+    c.ac_freq = o.ac_freq;
     c.sync_batchnorm = o.sync_batchnorm;
     // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
     if (o.strategy.ends_with(".json")) apply_deepspeed_config(o.strategy, c);

@@ -26,6 +26,7 @@ struct SimulateOptions {
     std::string optimizer = "adam";
     std::string attention = "flash";
     bool activation_checkpointing = false;
+    int ac_freq = 1;
     bool sync_batchnorm = false;
     std::vector<std::string> set;
     std::string trace;

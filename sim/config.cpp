@@ -64,6 +64,11 @@ void Config::validate() const {
     // 0 is the internal "the model's context length"; a user never gives it.
     if (seq_len != 0) check_range("--seq-len", seq_len, kMaxSeqLen, "longer than any model's context");
     check_range("--grad-accum", grad_accum, kMaxGradAccum, "more micro-steps than any training step runs");
+    check_range("--ac-freq", ac_freq, kMaxAcFreq, "more blocks than any model has");
+    if (ac_freq > 1 && !activation_checkpointing)
+        throw ConfigError(fmt::format(
+            "--ac-freq {} selects which blocks activation checkpointing recomputes; add --activation-checkpointing",
+            ac_freq));
 }
 
 }  // namespace dtsim::sim

@@ -23,6 +23,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["precision"] = to_string(config.precision);
     j["optimizer"] = to_string(config.optimizer);
     j["activation_checkpointing"] = config.activation_checkpointing;
+    if (config.ac_freq > 1) j["ac_freq"] = config.ac_freq;
     j["sync_batchnorm"] = config.sync_batchnorm;
     const auto& strategy = strategies().find(config.strategy);
     Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);

@@ -15,12 +15,15 @@ StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Con
     segment_input_bytes_.assign(static_cast<std::size_t>(n), 0);
     if (!c_.activation_checkpointing) return;
     // One checkpoint segment per transformer block / residual stage, as
-    // HuggingFace's gradient_checkpointing_enable() wraps each block.
+    // HuggingFace's gradient_checkpointing_enable() wraps each block; with
+    // ac_freq N only every N-th block, counting from 1 (torchtitan's
+    // _apply_ac_to_transformer_block: `_count % ac_freq == 0`).
+    int blocks_seen = 0;
     for (int l = 0; l < n;) {
         const int block = w_.layers[static_cast<std::size_t>(l)].block;
         int end = l;
         while (end + 1 < n && block >= 0 && w_.layers[static_cast<std::size_t>(end) + 1].block == block) ++end;
-        if (block >= 0) {
+        if (block >= 0 && ++blocks_seen % c_.ac_freq == 0) {
             for (int i = l; i <= end; ++i) {
                 segment_first_[static_cast<std::size_t>(i)] = l;
                 segment_last_[static_cast<std::size_t>(i)] = end;

@@ -249,8 +249,9 @@ TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only
     CHECK(has(one, "offload_optimizer=cpu"));
     CHECK(has(one, "cpu_offload=true"));
     // DDP 2 x 2 buckets/views, FSDP 2 shardings x 2 offloads, ZeRO 3 stages x 2 offloads;
-    // 4 micro-batches; checkpointing on and off.
-    CHECK(one.size() == (4 + 4 + 6) * 4 * 2);
+    // 4 micro-batches; checkpointing off, every block, and every 2nd block (selective).
+    CHECK(one.size() == (4 + 4 + 6) * 4 * 3);
+    CHECK(has(one, "activation_checkpointing=2"));
 }
 
 TEST_CASE("advise turns to offload where nothing fits without it") {

@@ -71,6 +71,36 @@ TEST_CASE("activation checkpointing recomputes every block layer once and cuts a
     CHECK(at_forward_end == kept);
 }
 
+TEST_CASE("selective activation checkpointing by layer (torchtitan's ac_freq): every N-th block, counting from 1") {
+    const auto cal = calib::load_hardware("h100-sxm");
+    Config c = gpt2_config();
+    SimResult plain = simulate(c, cal);
+    c.activation_checkpointing = true;
+    SimResult full = simulate(c, cal);
+    c.ac_freq = 2;
+    SimResult every2 = simulate(c, cal);
+    // The recomputed layers are exactly those of blocks 2, 4, ... (0-based 1, 3, ...).
+    std::vector<int> expected, recomputed;
+    for (std::size_t l = 0; l < every2.workload->layers.size(); ++l) {
+        const int block = every2.workload->layers[l].block;
+        if (block >= 0 && (block + 1) % 2 == 0) expected.push_back(static_cast<int>(l));
+    }
+    for (const Task& t : every2.plan.tasks)
+        if (t.phase == Phase::recompute) recomputed.push_back(t.layer);
+    std::sort(recomputed.begin(), recomputed.end());
+    REQUIRE_FALSE(expected.empty());
+    CHECK(recomputed == expected);
+    CHECK(2 * static_cast<int>(recomputed.size()) == count_phase(full.plan, Phase::recompute));
+    // Between no checkpointing and full checkpointing in both time and memory.
+    CHECK(every2.metrics.step_time_s < full.metrics.step_time_s);
+    CHECK(every2.metrics.step_time_s > plain.metrics.step_time_s);
+    CHECK(every2.metrics.peak_memory_bytes > full.metrics.peak_memory_bytes);
+    CHECK(every2.metrics.peak_memory_bytes < plain.metrics.peak_memory_bytes);
+    // ac_freq means something only with checkpointing.
+    c.activation_checkpointing = false;
+    CHECK_THROWS_WITH(c.validate(), Catch::Contains("--activation-checkpointing"));
+}
+
 TEST_CASE("with FSDP-like dependencies the recompute waits for what backward waits for") {
     // The StepBuilder hands backward()'s deps to the segment's first recompute task.
     const auto cal = calib::load_hardware("h100-sxm");

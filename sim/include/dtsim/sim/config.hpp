@@ -40,6 +40,9 @@ struct Config {
     models::AttentionImpl attention = models::AttentionImpl::flash;
     // Recompute each transformer block's forward in backward (torch.utils.checkpoint per block).
     bool activation_checkpointing = false;
+    // With activation_checkpointing: every ac_freq-th block only (torchtitan's
+    // selective AC by layer, `ac_freq`: blocks 2, 4, ... for 2); 1 = every block.
+    int ac_freq = 1;
     // BatchNorm layers synchronise their statistics across ranks (SyncBatchNorm).
     bool sync_batchnorm = false;
     // Which training iteration to simulate (1-based). Most strategies behave the
@@ -61,6 +64,7 @@ struct Config {
     static constexpr std::int64_t kMaxMicroBatch = 1 << 20;
     static constexpr std::int64_t kMaxSeqLen = 1 << 24;         // 16M tokens
     static constexpr std::int64_t kMaxGradAccum = 1 << 20;
+    static constexpr std::int64_t kMaxAcFreq = 1 << 20;
 };
 
 }  // namespace dtsim::sim
