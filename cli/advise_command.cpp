@@ -80,7 +80,7 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
         space.global_batch = global_batch;
     }
     const auto candidates = advisor::enumerate(space, base);
-    const calib::Calibration cal = calib::load_hardware(o.hardware);
+    const calib::Calibration cal = load_hardware(o);
     const auto results = run_with_progress(candidates, cal);
     const advisor::Ranking ranking = advisor::rank(results, rank_options);
 

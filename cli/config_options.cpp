@@ -3,6 +3,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/registry.hpp"
 #include "dtsim/models/model_registry.hpp"
+#include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/deepspeed_config.hpp"
 #include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -52,6 +53,11 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                        ", a Lightning name (ddp_spawn, lightning:fsdp, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
                        "DeepSpeed config file (ds.json)")
         ->capture_default_str();
+    cmd.add_option("--gpu-memory", o.gpu_memory_gib,
+                   "override the hardware's device memory, in GiB per GPU (e.g. 40 for an A100 40GB)");
+    cmd.add_option("--inter-node-gbps", o.inter_node_gbps,
+                   "override the network between nodes: bus bandwidth per GPU in GB/s (e.g. 12.5 for 100 Gb/s "
+                   "Ethernet per GPU); replaces the hardware's inter-node curves and their measured points");
     cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();
     cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
     cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
@@ -85,6 +91,44 @@ bool print_knob_help_if_asked(const SimulateOptions& o) {
             return true;
         }
     return false;
+}
+
+calib::Calibration load_hardware(const SimulateOptions& o) {
+    calib::Calibration c = calib::load_hardware(o.hardware);
+    std::vector<std::string> changed;
+    if (o.gpu_memory_gib) {
+        // A GPU's memory: more than 0, less than any device built (the largest have 192 GiB).
+        if (!(*o.gpu_memory_gib > 0) || *o.gpu_memory_gib > 65536)
+            throw ConfigError(fmt::format("--gpu-memory {}: expected GiB per GPU, more than 0 and at most 65536",
+                                          *o.gpu_memory_gib));
+        c.device.memory_bytes = static_cast<std::int64_t>(*o.gpu_memory_gib * 1024 * 1024 * 1024);
+        changed.push_back(fmt::format("device memory {} GiB (--gpu-memory)", *o.gpu_memory_gib));
+    }
+    if (o.inter_node_gbps) {
+        if (!(*o.inter_node_gbps > 0) || *o.inter_node_gbps > 1e6)
+            throw ConfigError(fmt::format(
+                "--inter-node-gbps {}: expected a bus bandwidth per GPU in GB/s, more than 0 and at most 1e6",
+                *o.inter_node_gbps));
+        bool any = false;
+        for (auto& curve : c.collectives) {
+            if (curve.scope != calib::LinkScope::inter_node) continue;
+            curve.bus_bw_gbps = *o.inter_node_gbps;
+            curve.points.clear();  // measured at another bandwidth
+            any = true;
+        }
+        if (!any)
+            throw ConfigError(fmt::format("--inter-node-gbps: '{}' has no inter-node collective curves to change; "
+                                          "use a preset or a calibration measured across nodes",
+                                          o.hardware));
+        changed.push_back(fmt::format("inter-node bus bandwidth {} GB/s per GPU (--inter-node-gbps)",
+                                      *o.inter_node_gbps));
+    }
+    if (!changed.empty()) {
+        // Shown wherever the hardware is named: "h100-sxm (preset, overridden: ...)".
+        c.provenance.source += fmt::format(", overridden: {}", fmt::join(changed, "; "));
+        c.provenance.notes += fmt::format(" Overridden: {}.", fmt::join(changed, "; "));
+    }
+    return c;
 }
 
 sim::Config make_config(const SimulateOptions& o, std::string* launch) {

@@ -2,6 +2,7 @@
 // execute): model, hardware, topology, strategy and its knobs, precision.
 #pragma once
 
+#include "dtsim/profiler/calibration.hpp"
 #include "dtsim/sim/config.hpp"
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,9 @@ namespace dtsim::cli {
 struct SimulateOptions {
     std::string model;
     std::string hardware = "h100-sxm";
+    // Single-field overrides of the hardware, without writing a calibration file.
+    std::optional<double> gpu_memory_gib;
+    std::optional<double> inter_node_gbps;
     int nodes = 1;
     int gpus_per_node = 8;
     std::string strategy = "ddp";
@@ -43,5 +47,9 @@ bool print_knob_help_if_asked(const SimulateOptions& o);
 // The Config the options describe (Lightning names and DeepSpeed files
 // resolved). `launch` receives Lightning's launch method, if any.
 sim::Config make_config(const SimulateOptions& o, std::string* launch = nullptr);
+
+// The --hardware preset or calibration file, with --gpu-memory and
+// --inter-node-gbps applied (each replaces one field; the provenance notes it).
+calib::Calibration load_hardware(const SimulateOptions& o);
 
 }  // namespace dtsim::cli

@@ -72,7 +72,7 @@ void run_gui_command(const GuiCommandOptions& o) {
     g.search = o.search;
     if (!o.simulate.model.empty()) {
         g.config = make_config(o.simulate);
-        g.calibration = calib::load_hardware(o.simulate.hardware);
+        g.calibration = load_hardware(o.simulate);
     }
     if (g.files.empty() && !g.config)
         throw ConfigError(

@@ -68,7 +68,7 @@ void add_scale_command(CLI::App& app) {
     cmd->callback([opts, scale] {
         const auto counts = advisor::parse_gpu_counts(scale->gpus);
         const sim::Config base = make_config(*opts);
-        const calib::Calibration cal = calib::load_hardware(opts->hardware);
+        const calib::Calibration cal = load_hardware(*opts);
         const auto result = advisor::run_scaling(base, counts, scale->gpus_per_node, cal);
         if (scale->format == "json")
             fmt::print("{}", advisor::scaling_json(result));

@@ -24,7 +24,7 @@ void run_simulate(const SimulateOptions& o) {
     if (print_knob_help_if_asked(o)) return;
     std::string launch;
     const sim::Config config = make_config(o, &launch);
-    const calib::Calibration cal = calib::load_hardware(o.hardware);
+    const calib::Calibration cal = load_hardware(o);
     auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
     sim::PhasedResult phased = sim::simulate_phases(workload, config, cal);
     const sim::SimResult& result = phased.headline;

@@ -104,7 +104,7 @@ void add_sweep_command(CLI::App& app) {
     cmd->callback([opts, sweep] {
         const sim::Config base = make_config(*opts);
         const auto candidates = advisor::enumerate(space_from_options(*sweep), base);
-        const calib::Calibration cal = calib::load_hardware(opts->hardware);
+        const calib::Calibration cal = load_hardware(*opts);
         std::vector<advisor::SweepResult> results;
         if (advisor::launched_by_mpirun()) {
             // Under mpirun: each rank simulates every size-th configuration and rank 0

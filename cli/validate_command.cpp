@@ -104,7 +104,7 @@ void run_validate(ValidateOptions o) {
         }
         calib::Calibration cal;
         if (o.hardware_given) {
-            cal = calib::load_hardware(o.config.hardware);
+            cal = load_hardware(o.config);
         } else {
             // No calibration given: measure this machine first (quick), on every rank.
             cal = profiler::calibrate_cpu(

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -113,6 +115,32 @@ TEST_CASE("a configuration that does not fit still prints its JSON report, with 
     Run bf16 = run_dtsim("simulate --model gpt2-xl --micro-batch 512 --precision bf16-mixed");
     CHECK(bf16.exit_code == 3);
     CHECK_THAT(bf16.err, !Catch::Contains("--precision bf16-mixed"));
+}
+
+TEST_CASE("hardware overrides: --gpu-memory and --inter-node-gbps replace one field each and say so") {
+    const std::string base = "simulate --model llama2-7b --precision bf16-mixed --strategy fsdp --nodes 2 --format json";
+    Run plain = run_dtsim(base);
+    Run small = run_dtsim(base + " --gpu-memory 40");
+    Run slow = run_dtsim(base + " --inter-node-gbps 12.5");
+    REQUIRE(plain.exit_code == 0);
+    REQUIRE(small.exit_code == 0);
+    REQUIRE(slow.exit_code == 0);
+    const auto p = nlohmann::json::parse(plain.out), m = nlohmann::json::parse(small.out),
+               n = nlohmann::json::parse(slow.out);
+    CHECK(m["device_memory_bytes"].get<std::int64_t>() == 40LL * 1024 * 1024 * 1024);
+    CHECK(p["device_memory_bytes"].get<std::int64_t>() > m["device_memory_bytes"].get<std::int64_t>());
+    CHECK(m["peak_memory_bytes"] == p["peak_memory_bytes"]);  // memory is the device's, the prediction the same
+    CHECK_THAT(m["hardware_source"].get<std::string>(), Catch::Contains("overridden: device memory 40 GiB"));
+    // 12.5 GB/s per GPU (100 Gb/s Ethernet) instead of InfiniBand: the same bytes take longer.
+    CHECK(n["comm_s"].get<double>() > 1.5 * p["comm_s"].get<double>());
+    CHECK(n["comm_bytes_per_step"] == p["comm_bytes_per_step"]);
+    CHECK_THAT(n["hardware_source"].get<std::string>(), Catch::Contains("inter-node bus bandwidth 12.5 GB/s"));
+    for (const char* bad : {" --gpu-memory 0", " --inter-node-gbps -3"}) {
+        Run r = run_dtsim(base + bad);
+        CHECK(r.exit_code != 0);
+        CHECK_THAT(r.err, Catch::Contains(std::string(bad).substr(1, std::string(bad).find(' ', 1) - 1)));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
 }
 
 // One fixed scenario per strategy (and per hook and offload path); every change
