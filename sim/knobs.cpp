@@ -23,6 +23,23 @@ bool parse_number(const std::string& s, double& out) {
     return ec == std::errc() && ptr == s.data() + s.size();
 }
 
+// torch's own spellings of a choice, pasted verbatim: a module path
+// ("default_hooks.fp16_compress_hook", "ShardingStrategy.FULL_SHARD") and the
+// "_hook" and "_compress_wrapper" suffixes of DDP's communication hooks name the
+// plain choice ("fp16_compress", "FULL_SHARD", "fp16"). Anything else is
+// returned as given, for the caller's error.
+std::string choice_from_torch_spelling(const std::string& value, const std::vector<std::string>& choices) {
+    auto known = [&](const std::string& v) { return std::find(choices.begin(), choices.end(), v) != choices.end(); };
+    if (known(value)) return value;
+    const std::string last = value.substr(value.rfind('.') + 1);  // npos + 1 == 0: the whole value
+    for (const std::string suffix : {"", "_hook", "_compress_wrapper"})
+        if (last.size() > suffix.size() && last.ends_with(suffix)) {
+            const std::string plain = last.substr(0, last.size() - suffix.size());
+            if (known(plain)) return plain;
+        }
+    return value;
+}
+
 }  // namespace
 
 Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
@@ -31,7 +48,8 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
         values_.emplace_back(s.name, s.default_value);
         if (!s.applies_when.empty()) conditions_.emplace_back(s.name, s.applies_when);
     }
-    for (const auto& [name, value] : given) {
+    for (const auto& [name, given_value] : given) {
+        std::string value = given_value;
         // An explicit capture: clang 14 (the fuzz build) cannot capture a structured binding.
         auto spec = std::find_if(specs.begin(), specs.end(), [&n = name](const KnobSpec& s) { return s.name == n; });
         if (spec == specs.end()) {
@@ -70,6 +88,7 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
                 break;
             }
             case KnobType::choice:
+                value = choice_from_torch_spelling(value, spec->choices);
                 if (std::find(spec->choices.begin(), spec->choices.end(), value) == spec->choices.end())
                     throw ConfigError(fmt::format("--set {}={}: ", name, value) +
                                       unknown_name_message("value", value, spec->choices));

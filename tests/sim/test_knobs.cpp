@@ -55,3 +55,34 @@ TEST_CASE("a condition may list several values") {
     s[2].applies_when = "mode=fancy|odd";
     CHECK_THROWS(Knobs("s", s, {{"fancy_level", "2"}}));
 }
+
+TEST_CASE("choices pasted in torch's own spellings: module paths and the hook suffixes name the plain choice") {
+    const std::vector<KnobSpec> specs = {
+        {"comm_hook", KnobType::choice, "allreduce", "", {"allreduce", "fp16_compress", "bf16_compress", "powerSGD",
+                                                          "batched_powerSGD", "post_localSGD"}},
+        {"comm_wrapper", KnobType::choice, "none", "", {"none", "fp16", "bf16"}},
+        {"sharding_strategy", KnobType::choice, "FULL_SHARD", "", {"FULL_SHARD", "SHARD_GRAD_OP"}},
+    };
+    const std::vector<std::pair<std::string, std::string>> spellings = {
+        {"fp16_compress_hook", "fp16_compress"},
+        {"default.fp16_compress_hook", "fp16_compress"},
+        {"default_hooks.bf16_compress_hook", "bf16_compress"},
+        {"powerSGD.powerSGD_hook", "powerSGD"},
+        {"powerSGD_hook.batched_powerSGD_hook", "batched_powerSGD"},
+        {"post_localSGD.post_localSGD_hook", "post_localSGD"},
+        {"torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook", "allreduce"},
+        {"fp16_compress", "fp16_compress"},
+    };
+    for (const auto& [given, plain] : spellings) {
+        INFO(given);
+        const Knobs k("ddp", specs, {{"comm_hook", given}});
+        CHECK(k.text("comm_hook") == plain);
+    }
+    CHECK(Knobs("ddp", specs, {{"comm_wrapper", "default.fp16_compress_wrapper"}}).text("comm_wrapper") == "fp16");
+    CHECK(Knobs("fsdp", specs, {{"sharding_strategy", "ShardingStrategy.SHARD_GRAD_OP"}}).text("sharding_strategy") ==
+          "SHARD_GRAD_OP");
+    // What torch does not have is still an error that names the value as given.
+    CHECK_THROWS_WITH(Knobs("ddp", specs, {{"comm_hook", "default.fp8_compress_hook"}}),
+                      Catch::Contains("default.fp8_compress_hook"));
+    CHECK_THROWS_WITH(Knobs("ddp", specs, {{"comm_hook", "_hook"}}), Catch::Contains("'_hook'"));
+}
