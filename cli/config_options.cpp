@@ -62,7 +62,8 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
     cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
     cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
         ->capture_default_str();
-    cmd.add_option("--precision", o.precision, "fp32, fp16-mixed or bf16-mixed (torch.autocast)")
+    cmd.add_option("--precision", o.precision,
+                   "fp32, fp16-mixed or bf16-mixed (torch.autocast; Lightning's 32-true and 16-mixed too)")
         ->capture_default_str();
     cmd.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
     cmd.add_option("--attention", o.attention, "attention kernel: flash (SDPA, HF default) or eager")

@@ -19,7 +19,19 @@ std::string_view to_string(Precision p) {
 Precision precision_from_string(std::string_view s) {
     for (auto p : {Precision::fp32, Precision::fp16_mixed, Precision::bf16_mixed})
         if (to_string(p) == s) return p;
-    throw ConfigError(unknown_name_message("precision", s, {"fp32", "fp16-mixed", "bf16-mixed"}));
+    // Lightning's Trainer(precision=...) spellings with the same meaning.
+    if (s == "32-true") return Precision::fp32;
+    if (s == "16-mixed") return Precision::fp16_mixed;
+    // Lightning's "true" precisions convert the model itself (no fp32 master
+    // weights, optimizer state in the low precision): a different memory model.
+    if (s == "bf16-true" || s == "16-true" || s == "64-true")
+        throw ConfigError(fmt::format("precision '{}': Lightning's {} precision runs the whole model and its "
+                                      "optimizer state in {} with no fp32 master weights, which dtsim does not model "
+                                      "yet; use fp32, fp16-mixed or bf16-mixed (Lightning's 32-true, 16-mixed, "
+                                      "bf16-mixed)",
+                                      s, s, s == "64-true" ? "fp64" : s == "16-true" ? "fp16" : "bf16"));
+    throw ConfigError(unknown_name_message("precision", s, {"fp32", "fp16-mixed", "bf16-mixed"}) +
+                      " (Lightning's 32-true, 16-mixed and bf16-mixed are accepted too)");
 }
 
 DType compute_dtype(Precision p) {

@@ -91,6 +91,8 @@ TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit")
         {"simulate --model gpt2 --gpus-per-node 0", "--gpus-per-node", 2},
         {"simulate --model gpt2 --micro-batch 0", "--micro-batch", 2},
         {"simulate --model gpt2 --precision fp8", "bf16-mixed", 2},
+        // Lightning's "true" precisions: a clear refusal that says what to use instead.
+        {"simulate --model gpt2 --precision bf16-true", "no fp32 master weights", 2},
         {"simulate --model gpt2-xl --micro-batch 512", "does not fit", 3},
         {"simulate --model gpt2 --hardware missing.json", "missing.json", 2},
     };
@@ -115,6 +117,15 @@ TEST_CASE("a configuration that does not fit still prints its JSON report, with 
     Run bf16 = run_dtsim("simulate --model gpt2-xl --micro-batch 512 --precision bf16-mixed");
     CHECK(bf16.exit_code == 3);
     CHECK_THAT(bf16.err, !Catch::Contains("--precision bf16-mixed"));
+}
+
+TEST_CASE("Lightning's precision spellings with dtsim's meaning: 32-true and 16-mixed") {
+    Run lightning = run_dtsim("simulate --model gpt2 --precision 16-mixed --format json");
+    Run dtsim = run_dtsim("simulate --model gpt2 --precision fp16-mixed --format json");
+    REQUIRE(lightning.exit_code == 0);
+    CHECK(lightning.out == dtsim.out);
+    Run full = run_dtsim("simulate --model gpt2 --precision 32-true --format json");
+    CHECK(full.out == run_dtsim("simulate --model gpt2 --format json").out);
 }
 
 TEST_CASE("hardware overrides: --gpu-memory and --inter-node-gbps replace one field each and say so") {
