@@ -2,6 +2,7 @@
 
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
+#include "dtsim/sim/fsdp_wrap.hpp"
 #include "dtsim/sim/knobs.hpp"
 #include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -98,8 +99,9 @@ std::string checkpoint_note(const sim::Config& c) {
 }
 
 std::string wrap_policy(const sim::Knobs& k) {
-    if (k.text("auto_wrap_policy") == "none") return "None";  // one unit, the root
-    if (k.text("auto_wrap_policy") == "size")
+    const std::string policy = sim::fsdp_wrap_policy(k);
+    if (policy == "none") return "None";  // one unit, the root
+    if (policy == "size")
         return fmt::format("functools.partial(size_based_auto_wrap_policy, min_num_params={})",
                            number(k.number("min_num_params")));
     return "functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={Block})";

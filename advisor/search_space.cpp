@@ -120,13 +120,12 @@ void apply_common(sim::Config& c, const std::string& axis, const std::string& v)
     else if (axis == "precision")
         c.precision = sim::precision_from_string(v);
     else if (axis == "activation_checkpointing") {
-        // true/false, or N >= 2: every N-th block (selective AC by layer).
-        const bool digits = !v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char ch) {
-            return ch >= '0' && ch <= '9';
-        });
-        const bool every = digits && parse_int(axis, v, 0) >= 2;
+        // true/false (or 1/0), or N >= 2: every N-th block (selective AC by layer).
+        const bool every = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v != "0" && v != "1";
         c.activation_checkpointing = every || parse_flag(axis, v);
-        c.ac_freq = every ? static_cast<int>(parse_int(axis, v, 2)) : 1;
+        // Past the bound, Config::validate names it (as --ac-freq).
+        c.ac_freq = every ? static_cast<int>(std::min<std::int64_t>(parse_int(axis, v, 2), sim::Config::kMaxAcFreq + 1))
+                          : 1;
     }
 }
 

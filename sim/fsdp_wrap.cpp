@@ -2,13 +2,19 @@
 
 namespace dtsim::sim {
 
+std::string fsdp_wrap_policy(const Knobs& knobs) {
+    if (knobs.text("frontend") == "lightning" && !knobs.is_set("auto_wrap_policy")) return "none";
+    return knobs.text("auto_wrap_policy");
+}
+
 std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knobs) {
     const std::size_t n = w.layers.size();
     std::vector<int> unit_of(n, kFsdpRootUnit);
     int next = kFsdpRootUnit + 1;
+    const std::string policy = fsdp_wrap_policy(knobs);
     // No policy: FullyShardedDataParallel(model) makes one unit, the root.
-    if (knobs.text("auto_wrap_policy") == "none") return unit_of;
-    if (knobs.text("auto_wrap_policy") == "transformer") {
+    if (policy == "none") return unit_of;
+    if (policy == "transformer") {
         std::vector<int> unit_of_block;
         for (std::size_t l = 0; l < n; ++l) {
             const int block = w.layers[l].block;

@@ -25,8 +25,7 @@ std::vector<LightningStrategy> make_names() {
     }
     // FSDPStrategy: no auto_wrap_policy unless given (one unit, the root), and
     // the report says Lightning built it (docs/notes/library-memory-rules.md §2b).
-    const std::vector<std::pair<std::string, std::string>> lightning_fsdp = {{"frontend", "lightning"},
-                                                                             {"auto_wrap_policy", "none"}};
+    const std::vector<std::pair<std::string, std::string>> lightning_fsdp = {{"frontend", "lightning"}};
     v.push_back({"lightning:fsdp", "fsdp", lightning_fsdp, kPopen});
     auto offload = lightning_fsdp;
     offload.emplace_back("cpu_offload", "true");

@@ -238,11 +238,11 @@ std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     // and for-loop run it as seven ops (adam.py): lerp_ 12 B, mul_ 8, addcmul_ 12,
     // sqrt 8, div 8, add_ 8, addcdiv_ 16: 72 B. Plain SGD: 12 B either way.
     std::int64_t bytes = p.elements * (!adam ? 12 : fused ? 28 : 72);
-    // The ops and the tensor lists each takes (its multi_tensor_apply depth).
+    // The unfused ops and the tensor lists each takes (its multi_tensor_apply
+    // depth): Adam's seven as listed above; SGD's one add_ of the gradients.
     static constexpr int kAdamDepths[] = {2, 1, 3, 2, 1, 1, 3};
-    const std::span<const int> ops = !adam   ? std::span<const int>(kAdamDepths, 1)  // SGD: one add_ over 2 lists
-                                     : fused ? std::span<const int>()
-                                             : std::span<const int>(kAdamDepths);
+    static constexpr int kSgdDepths[] = {2};
+    const std::span<const int> ops = adam ? std::span<const int>(kAdamDepths) : std::span<const int>(kSgdDepths);
     std::int64_t kernels = 0;
     if (fused)
         kernels = multi_tensor_launches(p.elements, p.tensors, 4);  // params, grads, m, v

@@ -80,7 +80,8 @@ DType resolve_dtype(const std::string& value, DType automatic) {
 }
 
 Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
-    if (knobs.is_set("min_num_params") && knobs.text("auto_wrap_policy") != "size")
+    const std::string wrap_policy = fsdp_wrap_policy(knobs);
+    if (knobs.is_set("min_num_params") && wrap_policy != "size")
         throw ConfigError("--set min_num_params applies to auto_wrap_policy=size; add --set auto_wrap_policy=size");
     Sharding sharding = sharding_from(knobs.text("sharding_strategy"));
     const Prefetch prefetch = prefetch_from(knobs.text("backward_prefetch"));
@@ -402,8 +403,8 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         plan.notes.push_back(fmt::format(
             "Lightning FSDPStrategy, as Lightning >= 2.6 builds it: {}; MixedPrecision(param_dtype={}, "
             "reduce_dtype={}){}.{}",
-            knobs.text("auto_wrap_policy") == "none" ? "no auto_wrap_policy, so one FSDP unit for the whole model"
-                                                     : "auto_wrap_policy=" + knobs.text("auto_wrap_policy"),
+            wrap_policy == "none" ? "no auto_wrap_policy, so one FSDP unit for the whole model"
+                                                     : "auto_wrap_policy=" + wrap_policy,
             to_string(param_dtype), to_string(reduce_dtype), mixed ? " under torch.autocast" : "",
             mixed && param_dtype != DType::fp32
                 ? " Lightning 2.1-2.5 kept fp32 parameters under the mixed precisions: add --set param_dtype=fp32 "
@@ -415,7 +416,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             "torch FullyShardedDataParallel(auto_wrap_policy={}, mixed_precision=MixedPrecision(param_dtype={}, "
             "reduce_dtype={})) as the knobs give it; Lightning's FSDPStrategy defaults differ: --strategy "
             "lightning:fsdp.",
-            knobs.text("auto_wrap_policy"), to_string(param_dtype), to_string(reduce_dtype)));
+            wrap_policy, to_string(param_dtype), to_string(reduce_dtype)));
     }
     int wrapped = 0;
     for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
@@ -530,7 +531,8 @@ void register_fsdp(Registry<Strategy>& r) {
          KnobType::choice,
          "torch",
          "who builds FSDP: torch = FullyShardedDataParallel(...) with these knobs; lightning = Lightning's "
-         "FSDPStrategy (set by --strategy lightning:fsdp or fsdp_cpu_offload; the report says which applied)",
+         "FSDPStrategy, which wraps nothing unless auto_wrap_policy is given (set by --strategy lightning:fsdp and "
+         "fsdp_cpu_offload; the report says which applied)",
          {"torch", "lightning"},
          0},
         {"min_num_params",

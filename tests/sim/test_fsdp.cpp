@@ -732,6 +732,11 @@ TEST_CASE(
     // One unit holds every parameter unsharded at once: a higher peak than per-block units.
     CHECK(l.metrics.peak_memory_bytes > torch.metrics.peak_memory_bytes);
 
+    SECTION("the frontend knob itself carries Lightning's default, not the name") {
+        Config c = fsdp_config("gpt2-xl", 1, 8);
+        c.knobs = {{"frontend", "lightning"}};
+        CHECK(traffic(run(c), CollectiveKind::allgather).count == 1);
+    }
     SECTION("a given auto_wrap_policy wins over Lightning's default") {
         Config c = fsdp_config("gpt2-xl", 1, 8);
         c.strategy = "lightning:fsdp";

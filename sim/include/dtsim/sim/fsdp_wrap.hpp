@@ -6,11 +6,17 @@
 #include "dtsim/models/workload.hpp"
 #include "dtsim/sim/knobs.hpp"
 
+#include <string>
 #include <vector>
 
 namespace dtsim::sim {
 
 inline constexpr int kFsdpRootUnit = 0;  // every layer no child unit wraps
+
+// The auto_wrap_policy in force: the knob's value, except that Lightning's
+// FSDPStrategy (frontend=lightning) passes none unless one is given, so
+// FullyShardedDataParallel(model) makes one unit, the root.
+std::string fsdp_wrap_policy(const Knobs& knobs);
 
 // The unit of every layer. auto_wrap_policy "transformer" wraps each
 // transformer block (each distinct `block` >= 0, as transformer_auto_wrap_policy
