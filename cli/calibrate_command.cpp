@@ -89,6 +89,7 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     options.quick = o.quick;
     options.io_dir = o.io_dir;
     options.name = o.name;
+    options.transport = o.backend == "gloo" ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
     int skipped = 0;
     if (!o.model.empty()) options.targets.gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
     const Calibration c = profiler::calibrate_cpu(
@@ -124,7 +125,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
     auto phase = [&](double begin, double end) {
         return [&bar, begin, end](std::string_view what, double f) { bar.update(what, begin + (end - begin) * f); };
     };
-    Calibration c = calib::load_hardware(o.base);
+    Calibration c = calib::load_hardware(o.base, "--base");
     const profiler::HostInfo host = profiler::host_info();
     const auto devices = calib::cuda::query_devices();
     c.name = o.name.empty() ? fmt::format("{}-cuda-{}ranks", host.hostname, mpi.size()) : o.name;
@@ -186,7 +187,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
                       [](const calib::CollectiveCurve& x) { return x.scope == calib::LinkScope::intra_node; });
         for (CollectiveKind kind : sweep.kinds) {
             const std::vector<profiler::CollectiveRow> of_kind = profiler::rows_of_kind(result.rows, kind);
-            if (mpi.rank() == 0) fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size()));
+            if (mpi.rank() == 0) fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size(), "nccl"));
             c.collectives.push_back(
                 profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), profiler::points_of(of_kind)));
         }
@@ -202,7 +203,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
 // nccl-tests output becomes the collective part of a calibration whose other
 // parts come from --base.
 Calibration import_nccl_tests(const CalibrateOptions& o) {
-    Calibration c = calib::load_hardware(o.base);
+    Calibration c = calib::load_hardware(o.base, "--base");
     const calib::LinkScope scope = calib::link_scope_from_string(o.scope);
     std::vector<std::string> imported;
     for (const auto& file : o.import_nccl_tests)
@@ -256,8 +257,10 @@ void add_calibrate_command(CLI::App& app) {
     auto o = std::make_shared<CalibrateOptions>();
     auto* cmd =
         app.add_subcommand("calibrate", "measure this machine (or import nccl-tests output) into a calibration");
-    cmd->add_option("--backend", o->backend, "cpu (OpenBLAS + MPI) or cuda (cuBLAS + NCCL, needs a GPU)")
-        ->check(CLI::IsMember({"cpu", "cuda"}))
+    cmd->add_option("--backend", o->backend,
+                    "cpu (OpenBLAS + MPI shared memory), gloo (OpenBLAS + gloo over TCP: what torch.distributed "
+                    "runs on CPU; calibrate with it to predict torch) or cuda (cuBLAS + NCCL, needs a GPU)")
+        ->check(CLI::IsMember({"cpu", "gloo", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
     cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
@@ -280,6 +283,7 @@ void add_calibrate_command(CLI::App& app) {
     cmd->footer(
         "Examples:\n"
         "  mpirun -np 2 ./dtsim calibrate --backend cpu --out cal.json\n"
+        "  mpirun -np 2 ./dtsim calibrate --backend gloo --out torch-cpu.json   # to predict torch on CPU\n"
         "  ./dtsim calibrate --import-nccl-tests all_reduce_perf.txt --base h100-sxm --out cal.json\n"
         "  ./dtsim simulate --model gpt2 --hardware cal.json --nodes 1 --gpus-per-node 2");
     cmd->callback([o] { run_calibrate(*o); });

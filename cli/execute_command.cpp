@@ -45,7 +45,7 @@ executor::Mode choose_mode(const std::string& requested, const std::string& back
 // where no GPU is usable.
 executor::ExecResult run_backend(const std::string& backend, const sim::Plan& plan, const models::Workload& w,
                                  const sim::Config& config, const executor::ExecOptions& options) {
-    if (backend == "cpu") return executor::execute(plan, w, config, options);
+    if (backend != "cuda") return executor::execute(plan, w, config, options);
 #ifdef DTSIM_HAVE_CUDA
     return executor::execute_cuda(plan, w, config, options);
 #else
@@ -71,6 +71,7 @@ void run_execute(const ExecuteOptions& o) {
         options.learning_rate = o.learning_rate;
         options.fault_timeout_s = o.fault_timeout_s;
         options.scratch_dir = o.io_dir;
+        options.transport = o.backend == "gloo" ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
         if (!o.config.trace.empty())
             options.write_partial_trace = [&o](const sim::Timeline& t) {
                 traces::write_chrome_trace(t, o.config.trace);
@@ -127,10 +128,11 @@ void add_execute_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--backend", o->backend,
                     "cpu: OpenBLAS GEMMs, MPI collectives, memcpy copies, host loops and file I/O, one thread per "
-                    "stream (replay or train); cuda: one GPU per rank, cuBLAS GEMMs and memory-pass kernels on the "
+                    "stream (replay or train); gloo: the same with gloo's TCP collectives, called as torch's "
+                    "ProcessGroupGloo calls them (reduce-scatter as an allreduce of the whole buffer); cuda: one GPU per rank, cuBLAS GEMMs and memory-pass kernels on the "
                     "compute stream, NCCL on each communication stream, cudaMemcpyAsync on copy streams, timed by "
                     "CUPTI (replay only; needs a GPU)")
-        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->check(CLI::IsMember({"cpu", "gloo", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
     cmd->add_option("--fault-timeout", o->fault_timeout_s,
@@ -145,6 +147,8 @@ void add_execute_command(CLI::App& app) {
     cmd->footer(
         "Examples:\n  mpirun -np 2 ./dtsim execute --model mlp-4x512 --micro-batch 32 --steps 10 "
         "--trace measured.json\n"
+        "  mpirun -np 2 ./dtsim execute --backend gloo --model mlp-4x512 --micro-batch 32 --steps 10   # as torch's "
+        "gloo\n"
         "  mpirun -np 8 ./dtsim execute --backend cuda --model gpt2 --precision bf16-mixed --steps 5   # one rank "
         "per GPU");
     cmd->callback([o] { run_execute(*o); });

@@ -42,29 +42,39 @@ using sim::Phase;
 using sim::TaskKind;
 using Clock = std::chrono::steady_clock;
 
-// MPI communicators, one per (stream, group) the Plan uses (mpi_world.hpp).
+// One communicator per (stream, group) the Plan uses (mpi_world.hpp), over
+// the run's transport, as torch makes a process group per group. Each keeps
+// its MPI communicator too: the executor meets its peers there (peer_wait).
+struct GroupComm {
+    MPI_Comm mpi = MPI_COMM_NULL;
+    std::unique_ptr<runtime::Communicator> comm;
+};
+
 class Comms {
 public:
-    Comms(const sim::Plan& plan, const sim::Config& config, int rank) {
+    Comms(const sim::Plan& plan, const sim::Config& config, int rank, runtime::CommBackend transport) {
         for (const auto& [s, g] : communicator_keys(plan)) {
-            MPI_Comm c = MPI_COMM_NULL;
-            MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c);
-            profiler::prepare_peer_wait(c);  // here, in order on one thread, not in the stream threads' steps
-            comms_[{s, g}] = c;
+            GroupComm& c = comms_[{s, g}];
+            MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c.mpi);
+            profiler::prepare_peer_wait(c.mpi);  // here, in order on one thread, not in the stream threads' steps
+            c.comm = runtime::make_communicator(transport, c.mpi);
         }
     }
     ~Comms() {
-        for (auto& [key, c] : comms_) MPI_Comm_free(&c);
+        for (auto& [key, c] : comms_) {
+            c.comm.reset();
+            MPI_Comm_free(&c.mpi);
+        }
     }
     Comms(const Comms&) = delete;
     Comms& operator=(const Comms&) = delete;
-    MPI_Comm get(int stream, int group) const {
+    const GroupComm* get(int stream, int group) const {
         auto it = comms_.find({stream, group});
-        return it == comms_.end() ? MPI_COMM_NULL : it->second;
+        return it == comms_.end() ? nullptr : &it->second;
     }
 
 private:
-    std::map<std::pair<int, int>, MPI_Comm> comms_;
+    std::map<std::pair<int, int>, GroupComm> comms_;
 };
 
 // Train mode's preconditions; throws ConfigError naming what is unsupported.
@@ -118,7 +128,7 @@ public:
         : plan_(plan),
           w_(w),
           options_(options),
-          comms_(plan, config, rank),
+          comms_(plan, config, rank, options.transport),
           rank_(rank),
           world_(world),
           inject_(inject) {
@@ -328,9 +338,10 @@ private:
 
     void run_task(const sim::Task& t, int stream) {
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
-        const MPI_Comm comm = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : MPI_COMM_NULL;
+        const GroupComm* group = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : nullptr;
+        runtime::Communicator* comm = group != nullptr ? group->comm.get() : nullptr;
         // Not spinning while peers compute; not waiting for them once this rank failed.
-        if (comm != MPI_COMM_NULL && !profiler::wait_for_peers(comm, &shared_.failed))
+        if (group != nullptr && !profiler::wait_for_peers(group->mpi, &shared_.failed))
             throw std::runtime_error("another stream failed");
         if (trainer_) {
             if (trainer_->run_sharded(t, comm)) return;
@@ -346,7 +357,7 @@ private:
             if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy)
                 return trainer_->copy_buckets_back(plan_.buckets);
             if (t.kind == TaskKind::collective && t.bucket >= 0)
-                return trainer_->reduce_bucket_task(t, plan_.buckets[static_cast<std::size_t>(t.bucket)], comm,
+                return trainer_->reduce_bucket_task(t, plan_.buckets[static_cast<std::size_t>(t.bucket)], *comm,
                                                     has_gradient_copy_);
         }
         cpu::replay_task(plan_, w_, t, scratch, comm);
@@ -393,6 +404,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
 
     ExecResult r;
     r.mode = options.mode;
+    r.transport = options.transport;
     r.warmup_steps = options.warmup_steps;
     r.rank = rank;
     r.world_size = world;
@@ -488,15 +500,16 @@ std::string_view to_string(Backend b) {
 namespace {
 
 // The summary's "CPU backend: MPI + OpenBLAS" and so on.
-std::string_view libraries_of(Backend b) {
-    return b == Backend::cuda ? "NCCL + cuBLAS" : "MPI + OpenBLAS";
+std::string_view libraries_of(const ExecResult& r) {
+    if (r.backend == Backend::cuda) return "NCCL + cuBLAS";
+    return r.transport == runtime::CommBackend::gloo ? "gloo over TCP + OpenBLAS" : "MPI + OpenBLAS";
 }
 
 }  // namespace
 
 std::string format_execution_summary(const ExecResult& r) {
     std::string out = fmt::format("Executed {} step(s) in {} mode on {} rank(s) ({} backend: {})\n", r.steps,
-                                  to_string(r.mode), r.world_size, to_string(r.backend), libraries_of(r.backend));
+                                  to_string(r.mode), r.world_size, to_string(r.backend), libraries_of(r));
     out += "  step times:";
     for (double s : r.step_time_s) out += fmt::format(" {:.3f} ms", s * 1e3);
     out += "\n";

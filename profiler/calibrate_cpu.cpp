@@ -34,6 +34,15 @@ RepeatPolicy repeat_policy(bool quick) {
     return p;
 }
 
+std::string cpu_backend_name(runtime::CommBackend transport) {
+    return fmt::format("cpu-{}-openblas", runtime::to_string(transport));
+}
+
+runtime::CommBackend transport_of(const calib::Calibration& c) {
+    return c.provenance.backend == cpu_backend_name(runtime::CommBackend::gloo) ? runtime::CommBackend::gloo
+                                                                                : runtime::CommBackend::mpi;
+}
+
 calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressFn& progress,
                                  const std::function<void(std::string_view)>& report) {
     int rank = 0, size = 1;
@@ -45,14 +54,16 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     };
     calib::Calibration c;
     const HostInfo host = host_info();
-    c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks", host.hostname, size) : o.name;
+    const bool gloo = o.transport == runtime::CommBackend::gloo;
+    c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks{}", host.hostname, size, gloo ? "-gloo" : "") : o.name;
     c.provenance.source = "measured";
     c.provenance.machine = machine_name(host);
     c.provenance.date = utc_timestamp();
-    c.provenance.backend = "cpu-mpi-openblas";
+    c.provenance.backend = cpu_backend_name(o.transport);
     c.provenance.world_size = size;
     c.provenance.notes =
-        fmt::format("{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi, host.blas,
+        fmt::format("{}{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi,
+                    gloo ? "; collectives over gloo (TCP, as torch's ProcessGroupGloo)" : "", host.blas,
                     host.openblas_coretype.empty() ? "unset" : host.openblas_coretype, o.quick ? "quick" : "full");
 
     // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
@@ -82,15 +93,16 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
         sweep.factor = o.quick ? 4 : 2;
         sweep.extra_sizes = o.targets.collective_sizes;
-        const auto rows = bench_mpi_collectives(sweep, policy, phase(0.5, 0.95));
+        const auto comm = runtime::make_communicator(o.transport, MPI_COMM_WORLD);
+        const auto rows = bench_collectives(sweep, policy, phase(0.5, 0.95), *comm);
         for (CollectiveKind kind : sweep.kinds) {
             const std::vector<CollectiveRow> of_kind = rows_of_kind(rows, kind);
             report(
-                fmt::format("{} over {} ranks:\n{}\n", to_string(kind), size, format_nccl_tests_table(of_kind, size)));
+                fmt::format("{} over {} ranks:\n{}\n", to_string(kind), size, format_nccl_tests_table(of_kind, size, runtime::to_string(o.transport))));
             c.collectives.push_back(fit_collective(kind, calib::LinkScope::intra_node, size, points_of(of_kind)));
         }
         progress("overlap of compute and communication", 0.95);
-        c.overlap = bench_overlap(o.quick, policy);
+        c.overlap = bench_overlap(o.quick, policy, *comm);
     }
     progress("overlap of compute and host work", 0.97);
     bench_host_overlap(o.quick, policy, c.overlap);

@@ -6,6 +6,8 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/registry.hpp"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <functional>
 
@@ -138,14 +140,14 @@ std::vector<PresetInfo> list_presets() {
     return out;
 }
 
-Calibration load_hardware(const std::string& name_or_path) {
+Calibration load_hardware(const std::string& name_or_path, std::string_view option) {
     bool looks_like_file = name_or_path.ends_with(".json") || name_or_path.find('/') != std::string::npos;
     if (looks_like_file || std::filesystem::exists(name_or_path)) return read_calibration(name_or_path);
     const auto& r = presets();
     const auto* e = r.find_or_null(name_or_path);
     if (!e)
-        throw ConfigError(unknown_name_message("hardware", name_or_path, r.names()) +
-                          " (or give a calibration file: --hardware cal.json)");
+        throw ConfigError(fmt::format("{} {}: {} (or give a calibration file: {} cal.json)", option, name_or_path,
+                                      unknown_name_message("hardware", name_or_path, r.names()), option));
     return e->value();
 }
 

@@ -54,7 +54,8 @@ void merge_collective_points(std::vector<calib::CollectiveCurve>& curves, Collec
 
 std::string why_not_refreshable(const calib::Calibration& c, int ranks) {
     const auto& p = c.provenance;
-    if (p.source != "measured" || p.backend != "cpu-mpi-openblas")
+    if (p.source != "measured" || (p.backend != cpu_backend_name(runtime::CommBackend::mpi) &&
+                                   p.backend != cpu_backend_name(runtime::CommBackend::gloo)))
         return fmt::format("it is not a measured CPU calibration (source {}, backend {})", p.source,
                            p.backend.empty() ? "none" : p.backend);
     if (p.world_size != ranks) return fmt::format("it was measured with {} ranks, not {}", p.world_size, ranks);
@@ -87,7 +88,8 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
                 sweep.kinds.push_back(kind);
         sweep.extra_sizes = targets.collective_sizes;
         sweep.only_extra_sizes = true;
-        const auto rows = bench_mpi_collectives(sweep, policy, {});
+        const auto comm = runtime::make_communicator(transport_of(base), MPI_COMM_WORLD);
+        const auto rows = bench_collectives(sweep, policy, {}, *comm);
         for (CollectiveKind kind : sweep.kinds)
             if (auto points = points_of(rows_of_kind(rows, kind)); !points.empty())
                 merge_collective_points(c.collectives, kind, size, std::move(points));

@@ -13,7 +13,7 @@
 # OUT_DIR (default .devbundle, which .git/info/exclude should ignore) receives
 # the three binaries and debroot.tar.gz: every file of the Debian packages they
 # need beyond glibc, libstdc++ and CUDA (Open MPI with its plugins and mpirun,
-# PMIx, hwloc, libevent, fmt, OpenBLAS). bench/cuda/run-on-gpu.sh unpacks it
+# PMIx, hwloc, libevent, fmt, OpenBLAS, gloo and what it links). bench/cuda/run-on-gpu.sh unpacks it
 # with --skip-old-files, so a library the machine already has is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,8 @@ if ! ldd "$build/cli/dtsim" | grep -q libcudart; then
 fi
 
 packages=(libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15 libevent-core-2.1-7
-          libevent-pthreads-2.1-7 libmunge2 libfmt9 libopenblas0-pthread libgfortran5 libquadmath0)
+          libevent-pthreads-2.1-7 libmunge2 libfmt9 libopenblas0-pthread libgfortran5 libquadmath0
+          libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200)
 mkdir -p "$out"
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT

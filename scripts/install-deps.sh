@@ -4,14 +4,14 @@
 set -euo pipefail
 
 # Build: compiler, CMake, the libraries the product links (zlib reads .json.gz
-# traces). Tests: python3 checks the CLI's JSON output in tests/mpi and
+# traces; gloo is torch.distributed's CPU transport, for --backend gloo). Tests: python3 checks the CLI's JSON output in tests/mpi and
 # tests/cli (a fresh Debian 12 minbase has no python3). GUI: qt6-base-dev
 # (Qt 6 Widgets, for `dtsim gui`; the build leaves the GUI out without it) and
 # a font, since a minbase has none and Qt would draw labels as nothing.
 packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev catch2 libcli11-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev libgloo-dev
   python3
   qt6-base-dev fonts-dejavu-core
 )

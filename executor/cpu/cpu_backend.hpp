@@ -5,6 +5,7 @@
 
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/runtime/communicator.hpp"
 
 #include <mpi.h>
 
@@ -32,7 +33,8 @@ void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, 
 void release_scratch(Scratch& s);
 
 // Replays one task's work. `comm`: the task's group communicator (collectives only).
-void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s, MPI_Comm comm);
+void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s,
+                 runtime::Communicator* comm);
 
 // Train mode: a real MLP under DDP on this rank's shard of the global batch.
 class MlpTrainer {
@@ -53,7 +55,7 @@ public:
     void backward(int micro_step, int layer);
     // Flattens the bucket's gradients, allreduces (SUM) them, divides by the
     // world size; copies them back into the gradients unless `keep`.
-    void reduce_bucket(const sim::BucketInfo& bucket, MPI_Comm comm, bool keep);
+    void reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
     void copy_buckets_back(const std::vector<sim::BucketInfo>& buckets);
     void optimizer_step(sim::OptimizerImpl impl);
     // This rank's loss of the step (mean of its micro-steps), then reset.
@@ -62,7 +64,7 @@ public:
     // Sharded strategies: runs `t` (the plan's task) on the real shards and
     // returns true; false when this trainer is DDP's or `t` is not its work
     // (replay it). `comm`: the task's group communicator (collectives only).
-    bool run_sharded(const sim::Task& t, MPI_Comm comm);
+    bool run_sharded(const sim::Task& t, runtime::Communicator* comm);
     // The full parameters, identical on every rank. Collective on
     // MPI_COMM_WORLD for sharded strategies (their shards are all-gathered);
     // call it on every rank, with no other task running.
@@ -76,7 +78,7 @@ public:
     // Runs the plan's bucket collective `t`: reduce_bucket without a hook, else
     // the hook's part of the bucket's reduction that `t` carries (its bytes are
     // checked against the real buffer).
-    void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, MPI_Comm comm, bool keep);
+    void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
     struct HookState;  // opaque: mlp_hooks.cpp
 
 private:
@@ -99,14 +101,6 @@ private:
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);
 };
-
-// IEEE fp16 and bf16, round to nearest even (NaN stays NaN, overflow gives inf).
-std::uint16_t fp16_bits(float f);
-float fp16_value(std::uint16_t h);
-std::uint16_t bf16_bits(float f);
-float bf16_value(std::uint16_t h);
-float round_to_fp16(float f);
-float round_to_bf16(float f);
 
 // Tests only: when enabled, each hooked bucket reduction also allreduces the
 // exact averaged gradient g and records ||result - g||_F / ||g||_F; PowerSGD's

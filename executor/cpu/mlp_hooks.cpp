@@ -19,66 +19,16 @@
 #include "cpu_backend.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/half.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
 namespace dtsim::executor::cpu {
-
-std::uint16_t fp16_bits(float f) {
-    const auto x = std::bit_cast<std::uint32_t>(f);
-    const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-    const std::uint32_t a = x & 0x7fffffffu;
-    if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN (quiet)
-    if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf
-    if (a < 0x38800000u) {                                                    // below 2^-14: subnormal or zero
-        if (a <= 0x33000000u) return sign;                                    // <= 2^-25 rounds to 0 (tie: even)
-        const std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-        const std::uint32_t shift = 126u - (a >> 23);  // value / 2^-24 = mant >> shift
-        std::uint32_t q = mant >> shift;
-        const std::uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (q & 1u))) ++q;
-        return static_cast<std::uint16_t>(sign | q);
-    }
-    std::uint32_t h = (((a >> 23) - 112u) << 10) | ((a & 0x7fffffu) >> 13);
-    const std::uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
-    return static_cast<std::uint16_t>(sign | h);
-}
-
-float fp16_value(std::uint16_t h) {
-    const std::uint32_t sign = (std::uint32_t{h} & 0x8000u) << 16;
-    const std::uint32_t e = (std::uint32_t{h} >> 10) & 0x1fu, m = std::uint32_t{h} & 0x3ffu;
-    if (e == 0) {
-        const float v = std::ldexp(static_cast<float>(m), -24);
-        return sign ? -v : v;
-    }
-    if (e == 31) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
-    return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-std::uint16_t bf16_bits(float f) {
-    const auto x = std::bit_cast<std::uint32_t>(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);  // NaN stays NaN
-    const std::uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);                               // round to nearest even
-    return static_cast<std::uint16_t>(rounded >> 16);
-}
-
-float bf16_value(std::uint16_t h) {
-    return std::bit_cast<float>(std::uint32_t{h} << 16);
-}
-
-float round_to_fp16(float f) {
-    return fp16_value(fp16_bits(f));
-}
-float round_to_bf16(float f) {
-    return bf16_value(bf16_bits(f));
-}
 
 HookDiagnostics& hook_diagnostics() {
     static HookDiagnostics d;
@@ -134,14 +84,8 @@ void orthogonalize(std::vector<double>& a, std::int64_t rows, std::int64_t cols)
         }
 }
 
-int comm_size(MPI_Comm comm) {
-    int n = 1;
-    MPI_Comm_size(comm, &n);
-    return n;
-}
-
-void allreduce(std::vector<float>& v, MPI_Comm comm) {
-    if (!v.empty()) MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_FLOAT, MPI_SUM, comm);
+void allreduce(std::vector<float>& v, runtime::Communicator& comm) {
+    if (!v.empty()) comm.allreduce_sum(v.data(), static_cast<std::int64_t>(v.size()));
 }
 
 double frobenius(const std::vector<float>& a, const std::vector<float>& b) {
@@ -171,6 +115,7 @@ struct MlpTrainer::HookState {
         bool have_pq = false;     // warm start: P and Q kept from the last compressed step
         std::uint64_t draws = 0;  // random Q fills so far
         std::vector<float> flat, input_cp, error, raw, avg_in;
+        std::vector<runtime::Half> half;  // fp16_compress: the bucket as sent
     };
     Hook hook = Hook::fp16;
     std::int64_t rank = 1, start = 1000;
@@ -252,12 +197,13 @@ void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload&
     hook_ = std::move(s);
 }
 
-void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, MPI_Comm comm, bool keep) {
+void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm,
+                                    bool keep) {
     if (!hook_) return reduce_bucket(bucket, comm, keep);
     HookState& s = *hook_;
     auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
     auto& diag = hook_diagnostics();
-    const int world = comm_size(comm);
+    const int world = comm.size();
     DTSIM_ASSERT(world == world_, "the bucket's group is every rank");
     const int pos = b.position;
     b.position = (b.position + 1) % b.collectives;
@@ -298,8 +244,16 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
         const auto round = [&](float v) { return fp16 ? round_to_fp16(v) : round_to_bf16(v); };
         // buffer.to(half).div_(world): both round to half.
         for (auto& v : flat) v = round(round(v) / static_cast<float>(world));
-        allreduce(flat, comm);              // a float sum of half values ...
-        for (auto& v : flat) v = round(v);  // ... rounded back to half; decompress copies it into fp32
+        if (fp16) {  // the half buffer itself, as torch sends it
+            auto& h = b.half;
+            h.resize(flat.size());
+            for (std::size_t i = 0; i < flat.size(); ++i) h[i] = fp16_bits(flat[i]);
+            if (!h.empty()) comm.allreduce_sum(h.data(), static_cast<std::int64_t>(h.size()));
+            for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = fp16_value(h[i]);  // decompress: into fp32
+        } else {
+            allreduce(flat, comm);              // a float sum of bf16 values ...
+            for (auto& v : flat) v = round(v);  // ... rounded back to bf16; decompress copies it into fp32
+        }
         return finish();
     }
 

@@ -76,18 +76,13 @@ std::int64_t total_bytes(const Sharding& s, const std::vector<int>& groups) {
     return b;
 }
 
-int comm_size(MPI_Comm comm) {
-    int n = 0;
-    MPI_Comm_size(comm, &n);
-    return n;
-}
 
 // All-gathers the groups' shards into `out` (full parameters by index).
-void gather_groups(const Sharding& s, const std::vector<int>& groups, MPI_Comm comm,
+void gather_groups(const Sharding& s, const std::vector<int>& groups, runtime::Communicator& comm,
                    std::vector<std::vector<float>>& out) {
     if (groups.empty()) return;
     const int n = s.groups[static_cast<std::size_t>(groups.front())].n;
-    DTSIM_ASSERT(comm_size(comm) == n, "the all-gather's group is the shard group");
+    DTSIM_ASSERT(comm.size() == n, "the all-gather's group is the shard group");
     std::int64_t count = 0;
     for (int g : groups) {
         DTSIM_ASSERT(s.groups[static_cast<std::size_t>(g)].n == n, "one all-gather, one shard group");
@@ -99,8 +94,7 @@ void gather_groups(const Sharding& s, const std::vector<int>& groups, MPI_Comm c
         const auto& p = s.groups[static_cast<std::size_t>(g)].param;
         send.insert(send.end(), p.begin(), p.end());
     }
-    MPI_Allgather(send.data(), static_cast<int>(count), MPI_FLOAT, recv.data(), static_cast<int>(count), MPI_FLOAT,
-                  comm);
+    comm.allgather(send.data(), recv.data(), count);
     std::size_t at = 0;
     for (int r = 0; r < n; ++r)
         for (int g : groups) {
@@ -324,7 +318,7 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
     sharding_ = std::move(s);
 }
 
-bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
+bool MlpTrainer::run_sharded(const sim::Task& t, runtime::Communicator* comm) {
     if (!sharding_) return false;
     Sharding& s = *sharding_;
     const std::ptrdiff_t i = &t - s.tasks;
@@ -347,10 +341,10 @@ bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
         case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
         case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
         case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;
-        case Sharding::Op::gather: gather_groups(s, a.groups, comm, params_); return true;
+        case Sharding::Op::gather: gather_groups(s, a.groups, *comm, params_); return true;
         case Sharding::Op::reduce_scatter: {
             const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
-            DTSIM_ASSERT(comm_size(comm) == n, "the reduce-scatter's group is the shard group");
+            DTSIM_ASSERT(comm->size() == n, "the reduce-scatter's group is the shard group");
             std::int64_t count = 0;
             for (int g : a.groups) count += s.groups[static_cast<std::size_t>(g)].shard;
             std::vector<float> send(static_cast<std::size_t>(count * n), 0.0f), recv(static_cast<std::size_t>(count));
@@ -365,7 +359,7 @@ bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
                         });
                     at += static_cast<std::size_t>(gr.shard);
                 }
-            MPI_Reduce_scatter_block(send.data(), recv.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm);
+            comm->reduce_scatter_sum(send.data(), recv.data(), count);
             at = 0;
             for (int g : a.groups) {
                 auto& gr = s.groups[static_cast<std::size_t>(g)];
@@ -380,7 +374,7 @@ bool MlpTrainer::run_sharded(const sim::Task& t, MPI_Comm comm) {
                 for (std::int64_t e = 0; e < static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
                      ++e)
                     flat.push_back(grad_at(p, e));
-            MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, comm);
+            comm->allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
             std::size_t at = 0;
             for (int p : a.params) {
                 const auto& l = s.loc[static_cast<std::size_t>(p)];
@@ -440,7 +434,8 @@ std::vector<std::vector<float>> MlpTrainer::full_parameters() const {
     std::vector<std::vector<float>> out = params_;
     std::vector<int> all(sharding_->groups.size());
     for (std::size_t g = 0; g < all.size(); ++g) all[g] = static_cast<int>(g);
-    gather_groups(*sharding_, all, MPI_COMM_WORLD, out);
+    const auto world = runtime::make_communicator(runtime::CommBackend::mpi, MPI_COMM_WORLD);
+    gather_groups(*sharding_, all, *world, out);
     return out;
 }
 

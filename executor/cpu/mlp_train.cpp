@@ -178,14 +178,14 @@ void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vecto
     std::swap(grad_out_, grad_tmp_);
 }
 
-void MlpTrainer::reduce_bucket(const sim::BucketInfo& bucket, MPI_Comm comm, bool keep) {
+void MlpTrainer::reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep) {
     auto& flat = bucket_data_[static_cast<std::size_t>(bucket.index)];
     flat.clear();
     for (int p : bucket.params) {
         const auto& g = grads_[static_cast<std::size_t>(p)];
         flat.insert(flat.end(), g.begin(), g.end());
     }
-    MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, comm);
+    comm.allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
     const float inv = 1.0f / static_cast<float>(world_);
     for (auto& v : flat) v *= inv;
     if (!keep) copy_buckets_back({bucket});

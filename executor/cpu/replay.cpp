@@ -145,7 +145,8 @@ void release_scratch(Scratch& s) {
     s = Scratch{};
 }
 
-void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s, MPI_Comm comm) {
+void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s,
+                 runtime::Communicator* comm) {
     (void)plan;
     switch (t.kind) {
         case TaskKind::compute:
@@ -162,26 +163,20 @@ void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Ta
             }
             return;
         case TaskKind::collective: {
-            int n = 1, rank = 0;
-            MPI_Comm_size(comm, &n);
-            MPI_Comm_rank(comm, &rank);
-            const int count = static_cast<int>(floats_of(t.bytes));
-            const int per_rank = std::max(1, count / n);
+            DTSIM_ASSERT(comm != nullptr, "a collective runs on its group's communicator");
+            const std::int64_t count = floats_of(t.bytes);
+            const std::int64_t per_rank = std::max<std::int64_t>(1, count / comm->size());
+            float* data = s.comm.data();
             switch (t.collective) {
-                case calib::CollectiveKind::allreduce:
-                    MPI_Allreduce(MPI_IN_PLACE, s.comm.data(), count, MPI_FLOAT, MPI_SUM, comm);
-                    break;
+                case calib::CollectiveKind::allreduce: comm->allreduce_sum(data, count); break;
                 case calib::CollectiveKind::reduce_scatter:
-                    MPI_Reduce_scatter_block(s.comm.data(), s.comm_out.data(), per_rank, MPI_FLOAT, MPI_SUM, comm);
+                    comm->reduce_scatter_sum(data, s.comm_out.data(), per_rank);
                     break;
                 case calib::CollectiveKind::allgather:
-                    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s.comm.data(), per_rank, MPI_FLOAT, comm);
+                    comm->allgather(data + comm->rank() * per_rank, data, per_rank);
                     break;
-                case calib::CollectiveKind::broadcast: MPI_Bcast(s.comm.data(), count, MPI_FLOAT, 0, comm); break;
-                case calib::CollectiveKind::reduce:
-                    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : s.comm.data(), s.comm.data(), count, MPI_FLOAT, MPI_SUM, 0,
-                               comm);
-                    break;
+                case calib::CollectiveKind::broadcast: comm->broadcast(data, count, 0); break;
+                case calib::CollectiveKind::reduce: comm->reduce_sum(data, data, count, 0); break;
             }
             return;
         }

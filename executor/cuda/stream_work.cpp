@@ -170,7 +170,7 @@ bool StreamWork::enqueue(const sim::Task& t, ncclComm_t comm) {
 
 void StreamWork::run_host(const sim::Task& t) {
     DTSIM_ASSERT(host_ != nullptr, "a host task on a stream sized without host tasks");
-    cpu::replay_task(*plan_, *w_, t, *host_, MPI_COMM_NULL);
+    cpu::replay_task(*plan_, *w_, t, *host_, nullptr);
 }
 
 // C = A * B, column-major m x k times k x n, as the profiler's GEMM benchmark.

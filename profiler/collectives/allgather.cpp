@@ -2,8 +2,6 @@
 // S = count * nranks * 4, busbw factor (n-1)/n.
 #include "collective_table.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 namespace dtsim::profiler::collectives {
@@ -30,8 +28,8 @@ void init(Buffers& b) {
         b.recv[static_cast<std::size_t>(b.rank * b.count + i)] = input_value(b.rank, i);
 }
 
-void run(Buffers& b) {
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_COMM_WORLD);
+void run(Buffers& b, runtime::Communicator& comm) {
+    comm.allgather(b.recv.data() + b.rank * b.count, b.recv.data(), b.count);
 }
 
 // Block r of the result is rank r's send buffer.

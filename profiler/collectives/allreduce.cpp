@@ -1,8 +1,6 @@
 // AllReduce (nccl-tests all_reduce_perf): S = count * 4, busbw factor 2(n-1)/n.
 #include "collective_table.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 namespace dtsim::profiler::collectives {
@@ -30,8 +28,8 @@ void init(Buffers& b) {
     for (std::size_t i = 0; i < n; ++i) b.recv[i] = input_value(b.rank, static_cast<std::int64_t>(i));
 }
 
-void run(Buffers& b) {
-    MPI_Allreduce(MPI_IN_PLACE, b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+void run(Buffers& b, runtime::Communicator& comm) {
+    comm.allreduce_sum(b.recv.data(), b.count);
 }
 
 std::int64_t check(const Buffers& b) {

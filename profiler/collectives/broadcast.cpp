@@ -2,8 +2,6 @@
 // S = count * 4, busbw factor 1.
 #include "collective_table.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 namespace dtsim::profiler::collectives {
@@ -34,8 +32,8 @@ void init(Buffers& b) {
     }
 }
 
-void run(Buffers& b) {
-    MPI_Bcast(b.recv.data(), mpi_count(b.count), MPI_FLOAT, kRoot, MPI_COMM_WORLD);
+void run(Buffers& b, runtime::Communicator& comm) {
+    comm.broadcast(b.recv.data(), b.count, kRoot);
 }
 
 std::int64_t check(const Buffers& b) {

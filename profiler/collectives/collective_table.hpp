@@ -5,6 +5,7 @@
 
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/runtime/communicator.hpp"
 
 #include <cstdint>
 #include <string_view>
@@ -38,8 +39,8 @@ struct CollectiveTable {
     double (*busbw_factor)(int nranks);
     // Sizes both buffers and fills them with deterministic per-rank data.
     void (*init)(Buffers& b);
-    // The MPI call on MPI_COMM_WORLD (fp32, MPI_SUM where it reduces).
-    void (*run)(Buffers& b);
+    // The call on the world's communicator (fp32, sum where it reduces).
+    void (*run)(Buffers& b, runtime::Communicator& comm);
     // Elements on this rank that differ from the expected result after init + run.
     std::int64_t (*check)(const Buffers& b);
 };
@@ -59,9 +60,6 @@ inline float summed_value(int nranks, std::int64_t i) {
 
 // Whether `got` differs from `expected` beyond fp32 rounding.
 bool differs(float got, float expected);
-
-// Converts a count to the int that MPI takes; throws ConfigError when it does not fit.
-int mpi_count(std::int64_t count);
 
 const CollectiveTable& allreduce_table();
 const CollectiveTable& reduce_scatter_table();

@@ -25,14 +25,6 @@ bool differs(float got, float expected) {
     return !(std::fabs(got - expected) <= tolerance);  // NaN counts as wrong
 }
 
-int mpi_count(std::int64_t count) {
-    if (count < 0 || count > INT_MAX) {
-        throw ConfigError("A collective of " + std::to_string(count) +
-                          " elements is beyond MPI's int count; lower the maximum size.");
-    }
-    return static_cast<int>(count);
-}
-
 const CollectiveTable& table_for(calib::CollectiveKind kind) {
     switch (kind) {
         case calib::CollectiveKind::allreduce: return allreduce_table();
@@ -73,10 +65,11 @@ private:
 // rank's time and the stop decision uses the slowest rank's clock, so every
 // rank takes the same number of samples and gets the same Measurement. Each
 // sample starts with cold caches (CacheFlush).
-Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& table, Buffers& b, CacheFlush& flush) {
+Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& table, Buffers& b, CacheFlush& flush,
+                            runtime::Communicator& comm) {
     for (int i = 0; i < policy.warmup; ++i) {
         MPI_Barrier(MPI_COMM_WORLD);
-        table.run(b);
+        table.run(b, comm);
     }
     std::vector<double> samples;
     const int max_samples = std::max(1, policy.max_samples);
@@ -86,7 +79,7 @@ Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& t
         MPI_Barrier(MPI_COMM_WORLD);
         const auto t0 = std::chrono::steady_clock::now();
         wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
-        table.run(b);
+        table.run(b, comm);
         double local[2] = {elapsed_us(t0), elapsed_us(start) * 1e-6};
         double slowest[2] = {0, 0};
         MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -124,11 +117,12 @@ std::string format_time_us(double us) {
 }
 
 void append_table(std::string& out, const CollectiveTable& table, const std::vector<const CollectiveRow*>& rows,
-                  int nranks) {
+                  int nranks, std::string_view transport) {
     char buf[256];
     const std::int64_t min_bytes = rows.empty() ? 0 : rows.front()->size_bytes;
     const std::int64_t max_bytes = rows.empty() ? 0 : rows.back()->size_bytes;
-    out += "# Collective test starting: " + std::string(table.name) + "_perf (dtsim, MPI fp32)\n";
+    out += "# Collective test starting: " + std::string(table.name) + "_perf (dtsim, " + std::string(transport) +
+           " fp32)\n";
     std::snprintf(buf, sizeof buf,
                   "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld warmup iters: - iters: - agg iters: 1 "
                   "validation: 1 graph: 0 nranks %d\n",
@@ -179,8 +173,8 @@ std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> row
     return points;
 }
 
-std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
-                                                 const ProgressFn& progress) {
+std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
+                                             const ProgressFn& progress, runtime::Communicator& comm) {
     const std::vector<std::int64_t> sizes = sweep.only_extra_sizes ? std::vector<std::int64_t>{} : sweep_sizes(sweep);
     prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the first timed sample
     Buffers b;
@@ -220,7 +214,7 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
             b.recv = {};
             // One checked run on fresh data, then the timed runs.
             table.init(b);
-            table.run(b);
+            table.run(b, comm);
             long long local_wrong = table.check(b);
             long long wrong = 0;
             MPI_Allreduce(&local_wrong, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -229,7 +223,7 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
             row.kind = kind;
             row.size_bytes = bytes;
             row.count = bytes / collectives::kTypeSize;  // nccl-tests' count column: elements in S
-            row.time = time_collective(policy, table, b, flush);
+            row.time = time_collective(policy, table, b, flush, comm);
             row.wrong = wrong;
             const double seconds = row.time.mean_us * 1e-6;
             row.algbw_gbps = seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0;
@@ -241,18 +235,18 @@ std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, c
     return rows;
 }
 
-std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks) {
+std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks, std::string_view transport) {
     // One table per run of rows of the same collective (normally there is one).
     std::string out;
     std::vector<const CollectiveRow*> group;
     for (std::size_t i = 0; i < rows.size(); ++i) {
         group.push_back(&rows[i]);
         if (i + 1 == rows.size() || rows[i + 1].kind != rows[i].kind) {
-            append_table(out, collectives::table_for(rows[i].kind), group, nranks);
+            append_table(out, collectives::table_for(rows[i].kind), group, nranks, transport);
             group.clear();
         }
     }
-    if (rows.empty()) append_table(out, collectives::allreduce_table(), group, nranks);
+    if (rows.empty()) append_table(out, collectives::allreduce_table(), group, nranks, transport);
     return out;
 }
 

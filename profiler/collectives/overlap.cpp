@@ -16,21 +16,15 @@
 namespace dtsim::profiler {
 namespace {
 
-struct CommBuffers {
-    Floats send, recv;
-    explicit CommBuffers(std::size_t count) : send(count, 1.0f), recv(count, 0.0f) {}
-};
-
-// `iters` back-to-back allreduces (out of place, so values never grow); the
-// local time of each in microseconds.
-std::vector<double> allreduce_loop(CommBuffers& buf, int iters) {
+// `iters` back-to-back in-place allreduces, as DDP's buckets run (of zeros,
+// so values never grow); the local time of each in microseconds.
+std::vector<double> allreduce_loop(Floats& buf, runtime::Communicator& comm, int iters) {
     std::vector<double> times;
     times.reserve(static_cast<std::size_t>(iters));
-    const int count = collectives::mpi_count(static_cast<std::int64_t>(buf.send.size()));
     for (int i = 0; i < iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
-        MPI_Allreduce(buf.send.data(), buf.recv.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        comm.allreduce_sum(buf.data(), static_cast<std::int64_t>(buf.size()));
         times.push_back(elapsed_us(t0));
     }
     return times;
@@ -45,25 +39,25 @@ double slowest_median_us(std::vector<double> local) {
 
 }  // namespace
 
-calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy) {
+calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy, runtime::Communicator& comm) {
     // Collectives large enough that the scheduler, not their boundaries,
     // decides compute's share. A quick run has fewer of them only: with smaller
     // sizes its figures came out 3-10x off a full run's.
     prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the timings
     ComputeProbe probe(policy);
-    CommBuffers buf(static_cast<std::size_t>(8 << 20) / sizeof(float));
+    Floats buf(static_cast<std::size_t>(8 << 20) / sizeof(float), 0.0f);
     const int comm_iters =
         std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
 
     // Communication alone.
-    allreduce_loop(buf, std::max(1, policy.warmup));
+    allreduce_loop(buf, comm, std::max(1, policy.warmup));
     MPI_Barrier(MPI_COMM_WORLD);
-    const double comm_alone_us = slowest_median_us(allreduce_loop(buf, comm_iters));
+    const double comm_alone_us = slowest_median_us(allreduce_loop(buf, comm, comm_iters));
 
     // Both at once.
     MPI_Barrier(MPI_COMM_WORLD);
     std::vector<double> comm_local;
-    const double compute_slowdown = probe.slowdown_during([&] { comm_local = allreduce_loop(buf, comm_iters); });
+    const double compute_slowdown = probe.slowdown_during([&] { comm_local = allreduce_loop(buf, comm, comm_iters); });
     const double comm_together_us = slowest_median_us(std::move(comm_local));
 
     calib::OverlapSpec spec;

@@ -2,8 +2,6 @@
 // Only the root's result is checked.
 #include "collective_table.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 namespace dtsim::profiler::collectives {
@@ -31,8 +29,8 @@ void init(Buffers& b) {
     for (std::size_t i = 0; i < n; ++i) b.send[i] = input_value(b.rank, static_cast<std::int64_t>(i));
 }
 
-void run(Buffers& b) {
-    MPI_Reduce(b.send.data(), b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_SUM, kRoot, MPI_COMM_WORLD);
+void run(Buffers& b, runtime::Communicator& comm) {
+    comm.reduce_sum(b.send.data(), b.recv.data(), b.count, kRoot);
 }
 
 std::int64_t check(const Buffers& b) {

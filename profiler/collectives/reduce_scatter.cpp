@@ -2,8 +2,6 @@
 // elements; S = count * nranks * 4, busbw factor (n-1)/n.
 #include "collective_table.hpp"
 
-#include <mpi.h>
-
 #include <algorithm>
 
 namespace dtsim::profiler::collectives {
@@ -29,8 +27,8 @@ void init(Buffers& b) {
     for (std::size_t i = 0; i < n; ++i) b.send[i] = input_value(b.rank, static_cast<std::int64_t>(i));
 }
 
-void run(Buffers& b) {
-    MPI_Reduce_scatter_block(b.send.data(), b.recv.data(), mpi_count(b.count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+void run(Buffers& b, runtime::Communicator& comm) {
+    comm.reduce_scatter_sum(b.send.data(), b.recv.data(), b.count);
 }
 
 // Rank r holds the sum of block r of the send buffers.

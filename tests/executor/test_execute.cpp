@@ -39,7 +39,8 @@ sim::Config mlp_config(int ranks, std::int64_t micro_batch, int grad_accum, sim:
     return c;
 }
 
-ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim::Plan** plan_out = nullptr) {
+ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim::Plan** plan_out = nullptr,
+               runtime::CommBackend transport = runtime::CommBackend::mpi) {
     static sim::Plan plan;
     static models::Workload w;
     w = sim::build_workload(c);
@@ -48,6 +49,7 @@ ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim:
     o.mode = mode;
     o.steps = steps;
     o.learning_rate = lr;
+    o.transport = transport;
     if (plan_out) *plan_out = &plan;
     return executor::execute(plan, w, c, o);
 }
@@ -172,12 +174,15 @@ bool identical_on_all_ranks(const std::vector<std::vector<float>>& params) {
 
 }  // namespace
 
-TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on the global batch", "[.mpi2]") {
+TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on the global batch, over MPI and gloo",
+          "[.mpi2]") {
     const int world = dtsim::test::mpi_world_size();
     if (world != 2) {
         WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2]");
         return;
     }
+    const auto transport = GENERATE(runtime::CommBackend::mpi, runtime::CommBackend::gloo);
+    CAPTURE(runtime::to_string(transport));
     struct Case {
         int accum;
         sim::OptimizerKind opt;
@@ -196,7 +201,8 @@ TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on
         c.knobs = k.knobs;
         const double lr = k.opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
         const sim::Plan* plan = nullptr;
-        const ExecResult r = run(c, Mode::train, 5, lr, &plan);
+        const ExecResult r = run(c, Mode::train, 5, lr, &plan, transport);
+        CHECK(r.transport == transport);
         if (!k.knobs.empty()) CHECK(plan->buckets.size() > 1);
         CHECK(identical_on_all_ranks(r.parameters));
         const auto w = sim::build_workload(c);
@@ -216,15 +222,17 @@ TEST_CASE("2 ranks: DDP training keeps ranks identical and equals one process on
     }
 }
 
-TEST_CASE("2 ranks: replay runs real collectives on every rank", "[.mpi2]") {
+TEST_CASE("2 ranks: replay runs real collectives on every rank, over MPI and gloo", "[.mpi2]") {
     const int world = dtsim::test::mpi_world_size();
     if (world != 2) return;
+    const auto transport = GENERATE(runtime::CommBackend::mpi, runtime::CommBackend::gloo);
+    CAPTURE(runtime::to_string(transport));
     auto c = mlp_config(world, 4, 1, sim::OptimizerKind::adam);
     for (const char* strategy : {"ddp", "fsdp", "deepspeed"}) {
         INFO(strategy);
         c.strategy = strategy;
         const sim::Plan* plan = nullptr;
-        const ExecResult r = run(c, Mode::replay, 2, 1e-3, &plan);
+        const ExecResult r = run(c, Mode::replay, 2, 1e-3, &plan, transport);
         CHECK(r.step_time_s.size() == 2);
         if (r.rank == 0)
             for (const auto& step : r.timings)

@@ -4,6 +4,7 @@
 // on 2 ranks from tests/mpi/catch_2ranks.sh with [mpi2hooks] and check the error
 // bounds README.md states.
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/half.hpp"
 #include "dtsim/executor/execute.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
@@ -50,10 +51,12 @@ sim::Config config_of(int world, const Knobs& knobs, sim::OptimizerKind opt) {
     return c;
 }
 
-ExecResult train(const sim::Config& c, int steps, double lr) {
+ExecResult train(const sim::Config& c, int steps, double lr,
+                 runtime::CommBackend transport = runtime::CommBackend::mpi) {
     const auto w = sim::build_workload(c);
     const auto plan = sim::lower(w, c);
     ExecOptions o;
+    o.transport = transport;
     o.mode = Mode::train;
     o.steps = steps;
     o.learning_rate = lr;
@@ -100,39 +103,39 @@ Knobs with(Knobs k, const char* key, const char* value) {
 }  // namespace
 
 TEST_CASE("fp16 and bf16 round to nearest even", "[executor]") {
-    CHECK(cpu::fp16_bits(1.0f) == 0x3c00);
-    CHECK(cpu::fp16_bits(-2.0f) == 0xc000);
-    CHECK(cpu::fp16_bits(65504.0f) == 0x7bff);
-    CHECK(cpu::fp16_bits(65519.99f) == 0x7bff);
-    CHECK(cpu::fp16_bits(65520.0f) == 0x7c00);  // the tie rounds to even: inf
-    CHECK(cpu::fp16_bits(std::numeric_limits<float>::infinity()) == 0x7c00);
-    CHECK(std::isnan(cpu::round_to_fp16(std::numeric_limits<float>::quiet_NaN())));
-    CHECK(cpu::fp16_bits(1.0f + 0x1.0p-11f) == 0x3c00);      // tie: even
-    CHECK(cpu::fp16_bits(1.0f + 3 * 0x1.0p-11f) == 0x3c02);  // tie: even (up)
-    CHECK(cpu::fp16_bits(1.0f + 0x1.0p-11f + 0x1.0p-20f) == 0x3c01);
-    CHECK(cpu::fp16_bits(0x1.0p-24f) == 0x0001);  // smallest subnormal
-    CHECK(cpu::fp16_bits(0x1.0p-25f) == 0x0000);  // tie: even (zero)
-    CHECK(cpu::fp16_bits(0x1.8p-25f) == 0x0001);
-    CHECK(cpu::fp16_bits(0x1.8p-24f) == 0x0002);    // 1.5 units: tie, even
-    CHECK(cpu::fp16_bits(0x1.ffcp-15f) == 0x0400);  // rounds up into the smallest normal
-    CHECK(cpu::bf16_bits(1.0f) == 0x3f80);
-    CHECK(cpu::bf16_bits(1.0f + 0x1.0p-8f) == 0x3f80);                   // tie: even
-    CHECK(cpu::bf16_bits(1.0f + 3 * 0x1.0p-8f) == 0x3f82);               // tie: even (up)
-    CHECK(cpu::bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);  // overflows to inf
-    CHECK(std::isnan(cpu::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
+    CHECK(dtsim::fp16_bits(1.0f) == 0x3c00);
+    CHECK(dtsim::fp16_bits(-2.0f) == 0xc000);
+    CHECK(dtsim::fp16_bits(65504.0f) == 0x7bff);
+    CHECK(dtsim::fp16_bits(65519.99f) == 0x7bff);
+    CHECK(dtsim::fp16_bits(65520.0f) == 0x7c00);  // the tie rounds to even: inf
+    CHECK(dtsim::fp16_bits(std::numeric_limits<float>::infinity()) == 0x7c00);
+    CHECK(std::isnan(dtsim::round_to_fp16(std::numeric_limits<float>::quiet_NaN())));
+    CHECK(dtsim::fp16_bits(1.0f + 0x1.0p-11f) == 0x3c00);      // tie: even
+    CHECK(dtsim::fp16_bits(1.0f + 3 * 0x1.0p-11f) == 0x3c02);  // tie: even (up)
+    CHECK(dtsim::fp16_bits(1.0f + 0x1.0p-11f + 0x1.0p-20f) == 0x3c01);
+    CHECK(dtsim::fp16_bits(0x1.0p-24f) == 0x0001);  // smallest subnormal
+    CHECK(dtsim::fp16_bits(0x1.0p-25f) == 0x0000);  // tie: even (zero)
+    CHECK(dtsim::fp16_bits(0x1.8p-25f) == 0x0001);
+    CHECK(dtsim::fp16_bits(0x1.8p-24f) == 0x0002);    // 1.5 units: tie, even
+    CHECK(dtsim::fp16_bits(0x1.ffcp-15f) == 0x0400);  // rounds up into the smallest normal
+    CHECK(dtsim::bf16_bits(1.0f) == 0x3f80);
+    CHECK(dtsim::bf16_bits(1.0f + 0x1.0p-8f) == 0x3f80);                   // tie: even
+    CHECK(dtsim::bf16_bits(1.0f + 3 * 0x1.0p-8f) == 0x3f82);               // tie: even (up)
+    CHECK(dtsim::bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);  // overflows to inf
+    CHECK(std::isnan(dtsim::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
     // Every finite half and bf16 value converts back to itself.
     for (std::uint32_t h = 0; h < 0x10000u; ++h) {
         const auto b = static_cast<std::uint16_t>(h);
-        if ((h & 0x7c00u) != 0x7c00u) REQUIRE(cpu::fp16_bits(cpu::fp16_value(b)) == b);
-        if ((h & 0x7f80u) != 0x7f80u) REQUIRE(cpu::bf16_bits(cpu::bf16_value(b)) == b);
+        if ((h & 0x7c00u) != 0x7c00u) REQUIRE(dtsim::fp16_bits(dtsim::fp16_value(b)) == b);
+        if ((h & 0x7f80u) != 0x7f80u) REQUIRE(dtsim::bf16_bits(dtsim::bf16_value(b)) == b);
     }
     // Any float lands on the nearer of its two neighbouring halves.
     for (std::uint32_t i = 0; i < 200000; ++i) {
         const float f = std::ldexp(static_cast<float>(i % 9973) / 9973.0f + 1.0f, static_cast<int>(i % 40) - 26);
-        const float r = cpu::round_to_fp16(f);
-        const std::uint16_t bits = cpu::fp16_bits(f);
-        const float below = cpu::fp16_value(static_cast<std::uint16_t>(bits - (r > f ? 1 : 0)));
-        const float above = cpu::fp16_value(static_cast<std::uint16_t>(bits + (r < f ? 1 : 0)));
+        const float r = dtsim::round_to_fp16(f);
+        const std::uint16_t bits = dtsim::fp16_bits(f);
+        const float below = dtsim::fp16_value(static_cast<std::uint16_t>(bits - (r > f ? 1 : 0)));
+        const float above = dtsim::fp16_value(static_cast<std::uint16_t>(bits + (r < f ? 1 : 0)));
         REQUIRE(below <= f);
         REQUIRE(f <= above);
         REQUIRE(std::abs(double(r) - double(f)) <= std::min(f - below, above - f));
@@ -175,6 +178,11 @@ TEST_CASE("2 ranks: fp16/bf16 compression and PowerSGD train within their stated
             CHECK(err <= bound);
             CHECK(err > 0);  // the compression really happened
             CHECK(identical_on_every_rank(r.parameters));
+            // gloo sends the half buffer itself (fp16) and sums it with one rounding per element, as the MPI
+            // path's float sum rounded back does on 2 ranks: the same bits.
+            const auto over_gloo =
+                train(config_of(world, {{"comm_hook", hook}}, opt), 5, lr, runtime::CommBackend::gloo);
+            CHECK(over_gloo.parameters == r.parameters);
         }
     }
     // PowerSGD at ranks 1 and 4: every compressed bucket within a relative Frobenius error below 1 of the averaged

@@ -60,10 +60,12 @@ sim::Config config_of(const Case& k, int world, std::int64_t micro_batch) {
     return c;
 }
 
-ExecResult execute(const sim::Config& c, Mode mode, int steps, double lr) {
+ExecResult execute(const sim::Config& c, Mode mode, int steps, double lr,
+                   runtime::CommBackend transport = runtime::CommBackend::mpi) {
     const auto w = sim::build_workload(c);
     const auto plan = sim::lower(w, c);
     ExecOptions o;
+    o.transport = transport;
     o.mode = mode;
     o.steps = steps;
     o.learning_rate = lr;
@@ -83,13 +85,13 @@ bool identical_on_all_ranks(const std::vector<std::vector<float>>& params) {
 }
 
 // Trains `k` for 5 steps on `world` ranks and compares with the reference.
-void check_equals_reference(const Case& k, int world) {
-    INFO(describe(k));
+void check_equals_reference(const Case& k, int world, runtime::CommBackend transport = runtime::CommBackend::mpi) {
+    INFO(describe(k) << " over " << runtime::to_string(transport));
     constexpr std::int64_t micro_batch = 4;
     constexpr int steps = 5;
     const auto c = config_of(k, world, micro_batch);
     const double lr = k.opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
-    const ExecResult r = execute(c, Mode::train, steps, lr);
+    const ExecResult r = execute(c, Mode::train, steps, lr, transport);
     CHECK(r.mode == Mode::train);
     CHECK(identical_on_all_ranks(r.parameters));
     const auto w = sim::build_workload(c);
@@ -151,7 +153,8 @@ TEST_CASE("train mode names the sharded configurations it cannot run and replay 
     CHECK_THROWS_WITH(execute(mixed, Mode::train, 1, 0.1), Catch::Contains("mixed precision"));
 }
 
-TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks identical", "[.mpi2sharded]") {
+TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks identical, over MPI and gloo",
+          "[.mpi2sharded]") {
     const int world = ranks();
     if (world != 2) {
         WARN("needs 2 ranks: run tests/mpi/catch_2ranks.sh with [mpi2sharded]");
@@ -208,5 +211,7 @@ TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks id
          1,
          OptimizerKind::adam},
     };
-    for (const auto& k : cases) check_equals_reference(k, world);
+    // gloo runs the reduce-scatters as torch's ProcessGroupGloo does (an allreduce of the whole buffer).
+    for (const auto transport : {runtime::CommBackend::mpi, runtime::CommBackend::gloo})
+        for (const auto& k : cases) check_equals_reference(k, world, transport);
 }

@@ -29,3 +29,25 @@ if "$dtsim" simulate --model mlp-4x512 --hardware cal.json --nodes 1 --gpus-per-
   echo "a group of 4 was simulated with a 2-rank calibration"; exit 1
 fi
 grep -q 'mpirun -np 4' err.txt
+
+# The gloo backend measures gloo's TCP collectives (what torch.distributed runs
+# on CPU) and says so in the calibration and in its tables.
+timeout 180 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --io-dir "$dir" --out gloo.json \
+  > calibrate_gloo.out
+cat calibrate_gloo.out
+grep -q '"backend": "cpu-gloo-openblas"' gloo.json
+grep -q 'gloo (TCP' gloo.json
+grep -q '(dtsim, gloo fp32)' calibrate_gloo.out
+grep -q '"kind": "reduce_scatter"' gloo.json
+"$dtsim" simulate --model mlp-4x512 --micro-batch 8 --hardware gloo.json --nodes 1 --gpus-per-node 2 \
+  --format json > sim_gloo.json
+grep -Eq '"step_time_s": [0-9.e-]+' sim_gloo.json
+
+# A bad --base names --base, not --hardware.
+if "$dtsim" calibrate --import-nccl-tests calibrate.out --base no-such-gpu --out x.json 2> base_err.txt; then
+  echo "a bad --base was accepted"; exit 1
+fi
+cat base_err.txt
+grep -q -- '--base no-such-gpu' base_err.txt
+if grep -q -- '--hardware' base_err.txt; then echo "the --base error names --hardware"; exit 1; fi
+echo "OK"

@@ -1,10 +1,12 @@
-// MPI collective benchmarks (nccl-tests style): the per-collective table
+// Collective benchmarks over MPI and gloo (nccl-tests style): the per-collective table
 // (bytes and busbw factors), the nccl-tests text table, a 1-rank sweep run
 // without mpirun, and hidden [mpi2] cases that tests/mpi/catch_2ranks.sh with [mpi2]
 // runs on 2 ranks.
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/half.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
 #include "dtsim/profiler/mpi_init.hpp"
+#include "dtsim/runtime/communicator.hpp"
 
 #include "../../profiler/collectives/collective_table.hpp"
 #include "../../profiler/cpu/compute_probe.hpp"
@@ -13,6 +15,7 @@
 #include "support/mpi_world.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -107,7 +110,7 @@ TEST_CASE("format_nccl_tests_table writes nccl-tests' columns that parse back", 
         r.wrong = wrong;
         rows.push_back(r);
     }
-    const std::string text = format_nccl_tests_table(rows, 4);
+    const std::string text = format_nccl_tests_table(rows, 4, "mpi");
     INFO(text);
     CHECK(text.rfind("# Collective test starting: all_reduce_perf", 0) == 0);
     CHECK(text.find("# nThread 1 nGpus 1") != std::string::npos);
@@ -144,11 +147,15 @@ TEST_CASE("a 1-rank sweep measures and checks every collective at every size", "
     sweep.max_bytes = 64 * 1024;
     int progress_calls = 0;
     double last_fraction = -1;
-    const auto rows = bench_mpi_collectives(sweep, quick_policy(), [&](std::string_view, double fraction) {
-        CHECK(fraction >= last_fraction);
-        last_fraction = fraction;
-        ++progress_calls;
-    });
+    const auto comm = dtsim::runtime::make_communicator(dtsim::runtime::CommBackend::mpi, MPI_COMM_WORLD);
+    const auto rows = bench_collectives(
+        sweep, quick_policy(),
+        [&](std::string_view, double fraction) {
+            CHECK(fraction >= last_fraction);
+            last_fraction = fraction;
+            ++progress_calls;
+        },
+        *comm);
     CHECK(last_fraction == 1.0);
     CHECK(progress_calls == static_cast<int>(kAllKinds.size() * 7 + 1));
     REQUIRE(rows.size() == kAllKinds.size() * 7);  // 1, 2, 4, ..., 64 KiB
@@ -164,7 +171,7 @@ TEST_CASE("a 1-rank sweep measures and checks every collective at every size", "
         CHECK(r.algbw_gbps > 0);
         CHECK(r.busbw_gbps >= 0);  // (n-1)/n factors are 0 on one rank
     }
-    const auto parsed = parse_rows(format_nccl_tests_table(rows, 1));
+    const auto parsed = parse_rows(format_nccl_tests_table(rows, 1, "mpi"));
     CHECK(parsed.size() == rows.size());
 }
 
@@ -173,12 +180,14 @@ TEST_CASE("a bad sweep is a ConfigError", "[collectives]") {
     CollectiveSweep sweep;
     sweep.kinds = {CollectiveKind::allreduce};
     sweep.factor = 1;
-    CHECK_THROWS_AS(bench_mpi_collectives(sweep, quick_policy(), {}), dtsim::ConfigError);
+    const auto comm = dtsim::runtime::make_communicator(dtsim::runtime::CommBackend::mpi, MPI_COMM_WORLD);
+    CHECK_THROWS_AS(bench_collectives(sweep, quick_policy(), {}, *comm), dtsim::ConfigError);
 }
 
 TEST_CASE("overlap factors on one rank are at least 1", "[collectives]") {
     ensure_mpi();
-    const auto spec = bench_overlap(true, quick_policy());
+    const auto comm = dtsim::runtime::make_communicator(dtsim::runtime::CommBackend::mpi, MPI_COMM_WORLD);
+    const auto spec = bench_overlap(true, quick_policy(), *comm);
     CHECK(spec.compute_slowdown_under_comm >= 1.0);
     CHECK(spec.comm_slowdown_under_compute >= 1.0);
     // Measured, not a fallback: finite, and compute capped where it all but stopped.
@@ -188,15 +197,20 @@ TEST_CASE("overlap factors on one rank are at least 1", "[collectives]") {
 
 // ---- 2 ranks: run by tests/mpi/catch_2ranks.sh with [mpi2] under mpirun -np 2 ----
 
-TEST_CASE("2 ranks: every collective is correct and identical on all ranks", "[.mpi2]") {
+TEST_CASE("2 ranks: every collective is correct and identical on all ranks, over MPI and over gloo", "[.mpi2]") {
     ensure_mpi();
     REQUIRE(dtsim::test::mpi_world_size() == 2);
+    const auto backend = GENERATE(dtsim::runtime::CommBackend::mpi, dtsim::runtime::CommBackend::gloo);
+    CAPTURE(dtsim::runtime::to_string(backend));
+    const auto comm = dtsim::runtime::make_communicator(backend, MPI_COMM_WORLD);
+    REQUIRE(comm->backend() == backend);
+    REQUIRE(comm->size() == 2);
     CollectiveSweep sweep;
     sweep.kinds = kAllKinds;
     sweep.min_bytes = 1024;
     sweep.max_bytes = 4 << 20;
     sweep.factor = 4;
-    const auto rows = bench_mpi_collectives(sweep, quick_policy(), {});
+    const auto rows = bench_collectives(sweep, quick_policy(), {}, *comm);
     REQUIRE(rows.size() == kAllKinds.size() * 7);  // 1 KiB .. 4 MiB by 4
     for (const CollectiveRow& r : rows) {
         CAPTURE(dtsim::calib::to_string(r.kind), r.size_bytes);
@@ -213,13 +227,20 @@ TEST_CASE("2 ranks: every collective is correct and identical on all ranks", "[.
     }
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) WARN(format_nccl_tests_table(rows, 2));
+    if (rank == 0) {
+        const std::string table = format_nccl_tests_table(rows, 2, dtsim::runtime::to_string(backend));
+        CHECK(table.find(fmt::format("(dtsim, {} fp32)", dtsim::runtime::to_string(backend))) != std::string::npos);
+        WARN(table);
+    }
 }
 
-TEST_CASE("2 ranks: overlap factors are at least 1 and the same on all ranks", "[.mpi2]") {
+TEST_CASE("2 ranks: overlap factors are at least 1 and the same on all ranks, over MPI and over gloo", "[.mpi2]") {
     ensure_mpi();
     REQUIRE(dtsim::test::mpi_world_size() == 2);
-    const auto spec = bench_overlap(true, quick_policy());
+    const auto backend = GENERATE(dtsim::runtime::CommBackend::mpi, dtsim::runtime::CommBackend::gloo);
+    CAPTURE(dtsim::runtime::to_string(backend));
+    const auto comm = dtsim::runtime::make_communicator(backend, MPI_COMM_WORLD);
+    const auto spec = bench_overlap(true, quick_policy(), *comm);
     CHECK(spec.compute_slowdown_under_comm >= 1.0);
     CHECK(spec.comm_slowdown_under_compute >= 1.0);
     // Measured, not a fallback: finite, and compute capped where it all but stopped.
@@ -227,4 +248,50 @@ TEST_CASE("2 ranks: overlap factors are at least 1 and the same on all ranks", "
     CHECK(std::isfinite(spec.comm_slowdown_under_compute));
     CHECK(dtsim::test::same_on_all_ranks(spec.compute_slowdown_under_comm));
     CHECK(dtsim::test::same_on_all_ranks(spec.comm_slowdown_under_compute));
+}
+
+TEST_CASE("2 ranks: the communicators' out-of-place, root and half-precision forms give the exact results", "[.mpi2]") {
+    using dtsim::runtime::CommBackend;
+    ensure_mpi();
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
+    const auto backend = GENERATE(CommBackend::mpi, CommBackend::gloo);
+    CAPTURE(dtsim::runtime::to_string(backend));
+    const auto comm = dtsim::runtime::make_communicator(backend, MPI_COMM_WORLD);
+    const int rank = comm->rank();
+    constexpr std::int64_t n = 1000;
+
+    // All-gather out of place: block r is rank r's input.
+    std::vector<float> in(n), out(2 * n, -1.0f);
+    for (std::int64_t i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = static_cast<float>(rank * 10000 + i);
+    comm->allgather(in.data(), out.data(), n);
+    for (std::int64_t i = 0; i < 2 * n; ++i)
+        REQUIRE(out[static_cast<std::size_t>(i)] == static_cast<float>((i / n) * 10000 + i % n));
+
+    // Reduce to root 1, out of place: the root's output holds the sum, its input is kept.
+    std::vector<float> sum(n, -1.0f);
+    const std::vector<float> kept = in;
+    comm->reduce_sum(in.data(), sum.data(), n, 1);
+    if (rank == 1)
+        for (std::int64_t i = 0; i < n; ++i) REQUIRE(sum[static_cast<std::size_t>(i)] == static_cast<float>(10000 + 2 * i));
+    CHECK(in == kept);
+
+    // Reduce-scatter: rank r gets block r of the sum.
+    std::vector<float> whole(2 * n), mine(n);
+    for (std::int64_t i = 0; i < 2 * n; ++i) whole[static_cast<std::size_t>(i)] = static_cast<float>(i + rank);
+    comm->reduce_scatter_sum(whole.data(), mine.data(), n);
+    for (std::int64_t i = 0; i < n; ++i)
+        REQUIRE(mine[static_cast<std::size_t>(i)] == static_cast<float>(2 * (rank * n + i) + 1));
+
+    // fp16 sums round once per element: 1 + 2^-11 is a tie that rounds to even (1),
+    // 1 + 3 * 2^-11 (1.5 ulp) to even, up (1 + 2^-9); large values overflow to inf as half does.
+    const std::vector<float> values = {0.5f, 1.0f, 3.0f * 0x1.0p-11f, 40000.0f, -2.5f};
+    const std::vector<float> others = {0.25f, 0x1.0p-11f, 1.0f, 40000.0f, 2.5f};
+    const std::vector<float> expected = {0.75f, 1.0f, 1.0f + 0x1.0p-9f, INFINITY, 0.0f};
+    std::vector<dtsim::runtime::Half> half(values.size());
+    for (std::size_t i = 0; i < half.size(); ++i) half[i] = dtsim::fp16_bits(rank == 0 ? values[i] : others[i]);
+    comm->allreduce_sum(half.data(), static_cast<std::int64_t>(half.size()));
+    for (std::size_t i = 0; i < half.size(); ++i) {
+        CAPTURE(i);
+        CHECK(dtsim::fp16_value(half[i]) == expected[i]);
+    }
 }

@@ -23,6 +23,7 @@
 
 #include "dtsim/models/workload.hpp"
 #include "dtsim/profiler/mpi_init.hpp"
+#include "dtsim/runtime/communicator.hpp"
 #include "dtsim/sim/config.hpp"
 #include "dtsim/sim/plan.hpp"
 #include "dtsim/sim/timeline.hpp"
@@ -54,6 +55,10 @@ struct ExecOptions {
     double learning_rate = 1e-2;  // train mode: SGD and Adam (betas 0.9, 0.999, eps 1e-8)
     std::uint64_t seed = 1;       // train mode: initial parameters and the synthetic batch
     std::string scratch_dir;      // I/O tasks write and read files here; empty: the system temp dir
+    // The CPU backend's collectives: MPI, or gloo over TCP as torch's
+    // ProcessGroupGloo runs them (its reduce-scatter an allreduce of the whole
+    // buffer), so that the executor stands in for torch on CPU.
+    runtime::CommBackend transport = runtime::CommBackend::mpi;
     // Stop the job when no rank makes progress for this long (seconds); 0: no watchdog.
     double fault_timeout_s = 30;
     // Rank 0, on a fault: the measured timeline of the steps every rank completed
@@ -72,6 +77,7 @@ std::string_view to_string(Backend b);
 
 struct ExecResult {
     Backend backend = Backend::cpu;
+    runtime::CommBackend transport = runtime::CommBackend::mpi;  // the CPU backend's collectives
     Mode mode = Mode::replay;
     int rank = 0;
     int world_size = 1;

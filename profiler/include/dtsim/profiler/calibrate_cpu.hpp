@@ -6,6 +6,7 @@
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
 #include "dtsim/profiler/measure.hpp"
+#include "dtsim/runtime/communicator.hpp"
 
 #include <functional>
 #include <string>
@@ -25,10 +26,19 @@ struct CpuCalibrationOptions {
     bool quick = false;  // a small sweep (tests, validate)
     CalibrationTargets targets;
     std::string io_dir = ".";  // where the file benchmark writes
-    std::string name;          // default: <host>-cpu-<N>ranks
+    std::string name;          // default: <host>-cpu-<N>ranks (-gloo for gloo)
+    // The collectives' transport: MPI, or gloo over TCP as torch runs on CPU.
+    runtime::CommBackend transport = runtime::CommBackend::mpi;
 };
 
-// Re-measures, in a few seconds, what drifts on a shared machine and what a Plan's
+// The provenance backend of a CPU calibration over `transport`:
+// "cpu-mpi-openblas" or "cpu-gloo-openblas".
+std::string cpu_backend_name(runtime::CommBackend transport);
+// The transport a CPU calibration measured (its provenance backend); MPI for
+// anything else.
+runtime::CommBackend transport_of(const calib::Calibration& c);
+
+// Re-measures, over the transport `base` measured, in a few seconds, what drifts on a shared machine and what a Plan's
 // price rests on: `targets`' GEMM shapes and collective sizes (nothing else of
 // the sweeps), memory and copy bandwidth, and CPU Adam. Those replace their
 // counterparts in `base`; the rest (file I/O, overlap, other points) is kept.

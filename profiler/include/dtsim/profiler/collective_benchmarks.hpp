@@ -1,4 +1,4 @@
-// MPI collectives measured like nccl-tests: one file per collective under
+// Collectives (MPI or gloo) measured like nccl-tests: one file per collective under
 // profiler/collectives/ fills the same small table (name, bytes, bus-bandwidth
 // factor, run), one driver sweeps sizes, checks results (#wrong) and prints
 // nccl-tests' columns (formats.md §8).
@@ -6,9 +6,11 @@
 
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/profiler/measure.hpp"
+#include "dtsim/runtime/communicator.hpp"
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -36,10 +38,11 @@ struct CollectiveSweep {
     bool only_extra_sizes = false;  // measure extra_sizes alone, not the sweep's steps
 };
 
-// Collective over MPI_COMM_WORLD; every rank must call it. Results are the
-// same on every rank.
-std::vector<CollectiveRow> bench_mpi_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
-                                                 const ProgressFn& progress);
+// Collective over MPI_COMM_WORLD; every rank must call it, with `comm` over
+// the whole world (MPI or gloo: the transport measured). MPI times and
+// synchronises the samples. Results are the same on every rank.
+std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
+                                             const ProgressFn& progress, runtime::Communicator& comm);
 
 // The rows of one kind, in their order.
 std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind);
@@ -47,13 +50,14 @@ std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, cal
 // Rows as the calibration's points: the mean time (measure.hpp says why).
 std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> rows);
 
-// nccl-tests' table for one collective: header and one row per size.
-std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks);
+// nccl-tests' table for one collective: header and one row per size;
+// `transport` ("mpi", "gloo") goes in its first line.
+std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int nranks, std::string_view transport);
 
 // How much a running collective slows compute and the reverse: large
-// allreduces on the calling thread while a probe thread, at the executor's
-// compute priority, loops GEMMs (only the calling thread calls MPI). Every
-// rank calls it.
-calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy);
+// allreduces over `comm` (the run's transport) on the calling thread while a
+// probe thread, at the executor's compute priority, loops GEMMs (only the
+// calling thread communicates). Every rank calls it.
+calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy, runtime::Communicator& comm);
 
 }  // namespace dtsim::profiler

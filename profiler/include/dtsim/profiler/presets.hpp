@@ -5,6 +5,7 @@
 #include "dtsim/profiler/calibration.hpp"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dtsim::calib {
@@ -18,6 +19,7 @@ std::vector<PresetInfo> list_presets();
 
 // A preset by name, or a calibration JSON file when `name_or_path` ends in
 // .json or names an existing file. Unknown names list the valid presets.
-Calibration load_hardware(const std::string& name_or_path);
+// `option`: the command-line option that named it, for the error message.
+Calibration load_hardware(const std::string& name_or_path, std::string_view option = "--hardware");
 
 }  // namespace dtsim::calib

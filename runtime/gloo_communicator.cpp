@@ -1,0 +1,206 @@
+// The gloo communicator: gloo's TCP transport and collectives, called the way
+// torch's ProcessGroupGloo calls them on CPU tensors (torch/csrc/distributed/
+// c10d/ProcessGroupGloo.cpp):
+//  - allreduce: gloo::allreduce (ring), sum; fp16 sums through gloo::float16;
+//  - all-gather: gloo::allgather into a fresh flat buffer, then copied into the
+//    output (AsyncAllgatherWork);
+//  - reduce-scatter: gloo has none. torch clones the input, allreduces the
+//    whole clone and copies out this rank's chunk, so a reduce-scatter of S
+//    bytes costs an allreduce of S bytes plus two copies;
+//  - broadcast, reduce: gloo::broadcast, gloo::reduce.
+// Each call takes the next tag, as ProcessGroupGloo's nextTag() does.
+// Bootstrap: instead of torch's TCPStore rendezvous, the ranks exchange their
+// pairs' addresses over MPI (one all-gather) and connect the full mesh.
+#include "dtsim/runtime/communicator.hpp"
+
+#include "dtsim/common/error.hpp"
+
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/context.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <vector>
+
+namespace dtsim::runtime {
+namespace {
+
+// torch's default process-group timeout is 30 minutes; a training step that
+// long is a hang. The executor's watchdog reports hangs sooner.
+constexpr std::chrono::milliseconds kTimeout{std::chrono::minutes(5)};
+
+// One TCP device per process (torch makes one per process group; the device
+// is only the listening socket and the event loop).
+std::shared_ptr<gloo::transport::Device> tcp_device() {
+    static std::mutex m;
+    static std::shared_ptr<gloo::transport::Device> device;
+    std::lock_guard lock(m);
+    if (device) return device;
+    gloo::transport::tcp::attr attr;
+    if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface != '\0') {
+        attr.iface = iface;
+        device = gloo::transport::tcp::CreateDevice(attr);
+        return device;
+    }
+    // torch's default: this host's name if it resolves to an address we can
+    // bind, else the loopback.
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') {
+        try {
+            attr.hostname = host;
+            device = gloo::transport::tcp::CreateDevice(attr);
+            return device;
+        } catch (const std::exception&) {
+        }
+    }
+    attr = {};
+    attr.hostname = "127.0.0.1";
+    device = gloo::transport::tcp::CreateDevice(attr);
+    return device;
+}
+
+// A gloo context whose full mesh is connected by exchanging the pairs'
+// addresses over an MPI communicator.
+class MpiBootstrappedContext : public gloo::Context {
+public:
+    MpiBootstrappedContext(MPI_Comm comm, int my_rank, int group_size) : gloo::Context(my_rank, group_size) {
+        device_ = tcp_device();
+        auto transport = device_->createContext(rank, size);
+        transport->setTimeout(kTimeout);
+        timeout_ = kTimeout;
+        // Every rank's block holds its address for each peer (slot `rank` unused).
+        std::vector<std::vector<char>> mine(static_cast<std::size_t>(size));
+        std::size_t width = 0;
+        for (int peer = 0; peer < size; ++peer) {
+            if (peer == rank) continue;
+            mine[static_cast<std::size_t>(peer)] = transport->createPair(peer)->address().bytes();
+            width = std::max(width, mine[static_cast<std::size_t>(peer)].size());
+        }
+        unsigned long long widest = width;
+        MPI_Allreduce(MPI_IN_PLACE, &widest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+        width = static_cast<std::size_t>(widest);
+        std::vector<char> block(width * static_cast<std::size_t>(size), 0);
+        for (int peer = 0; peer < size; ++peer) {
+            const auto& a = mine[static_cast<std::size_t>(peer)];
+            std::copy(a.begin(), a.end(), block.begin() + static_cast<std::ptrdiff_t>(width * peer));
+        }
+        std::vector<char> all(block.size() * static_cast<std::size_t>(size));
+        MPI_Allgather(block.data(), static_cast<int>(block.size()), MPI_CHAR, all.data(), static_cast<int>(block.size()),
+                      MPI_CHAR, comm);
+        for (int peer = 0; peer < size; ++peer) {
+            if (peer == rank) continue;
+            // The peer's address for its pair with this rank.
+            const auto at = static_cast<std::size_t>(peer) * block.size() + width * static_cast<std::size_t>(rank);
+            const auto& expected = mine[static_cast<std::size_t>(peer)];  // same transport: same address size
+            std::vector<char> theirs(all.begin() + static_cast<std::ptrdiff_t>(at),
+                                     all.begin() + static_cast<std::ptrdiff_t>(at + expected.size()));
+            transport->getPair(peer)->connect(theirs);
+        }
+        transportContext_ = std::move(transport);
+    }
+};
+
+class GlooCommunicator final : public Communicator {
+public:
+    GlooCommunicator(MPI_Comm comm, int rank, int size)
+        : Communicator(rank, size), context_(std::make_shared<MpiBootstrappedContext>(comm, rank, size)) {}
+    CommBackend backend() const override { return CommBackend::gloo; }
+
+    void allreduce_sum(float* data, std::int64_t count) override { allreduce<float>(data, count); }
+    void allreduce_sum(Half* data, std::int64_t count) override {
+        static_assert(sizeof(gloo::float16) == sizeof(Half));
+        allreduce<gloo::float16>(reinterpret_cast<gloo::float16*>(data), count);
+    }
+
+    void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
+        const auto n = static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(size());
+        std::unique_ptr<float[]> clone(new float[n]);  // input.clone(): fresh, uninitialised, then copied
+        std::memcpy(clone.get(), in, n * sizeof(float));
+        allreduce<float>(clone.get(), static_cast<std::int64_t>(n));
+        std::memcpy(out, clone.get() + static_cast<std::size_t>(rank()) * static_cast<std::size_t>(per_rank),
+                    static_cast<std::size_t>(per_rank) * sizeof(float));
+    }
+
+    void allgather(const float* in, float* out, std::int64_t per_rank) override {
+        if (size() == 1) {
+            if (in != out) std::memmove(out, in, static_cast<std::size_t>(per_rank) * sizeof(float));
+            return;
+        }
+        const auto n = static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(size());
+        std::unique_ptr<float[]> flat(new float[n]);
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(const_cast<float*>(in), static_cast<std::size_t>(per_rank));
+        opts.setOutput(flat.get(), n);
+        opts.setTag(next_tag());
+        gloo::allgather(opts);
+        std::memcpy(out, flat.get(), n * sizeof(float));
+    }
+
+    void broadcast(float* data, std::int64_t count, int root) override {
+        if (size() == 1) return;
+        gloo::BroadcastOptions opts(context_);
+        opts.setRoot(root);
+        opts.setOutput(data, static_cast<std::size_t>(count));
+        opts.setTag(next_tag());
+        gloo::broadcast(opts);
+    }
+
+    void reduce_sum(const float* in, float* out, std::int64_t count, int root) override {
+        if (size() == 1) {
+            if (in != out) std::memmove(out, in, static_cast<std::size_t>(count) * sizeof(float));
+            return;
+        }
+        gloo::ReduceOptions opts(context_);
+        opts.setRoot(root);
+        if (in != out) opts.setInput(const_cast<float*>(in), static_cast<std::size_t>(count));
+        opts.setOutput(out, static_cast<std::size_t>(count));
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
+        opts.setTag(next_tag());
+        gloo::reduce(opts);
+    }
+
+private:
+    template <typename T>
+    void allreduce(T* data, std::int64_t count) {
+        if (size() == 1 || count == 0) return;
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(data, static_cast<std::size_t>(count));
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<T>));
+        opts.setTag(next_tag());
+        gloo::allreduce(opts);
+    }
+    std::uint32_t next_tag() { return tag_++; }
+
+    std::shared_ptr<gloo::Context> context_;
+    std::uint32_t tag_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    try {
+        return std::make_unique<GlooCommunicator>(comm, rank, size);
+    } catch (const Error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw Error(fmt::format("gloo could not connect {} ranks over TCP: {} (set GLOO_SOCKET_IFNAME to the "
+                                "interface the ranks share, as for torch.distributed)",
+                                size, e.what()));
+    }
+}
+
+}  // namespace dtsim::runtime

@@ -1,0 +1,62 @@
+// A process group's collectives, over the transport a run uses: MPI (shared
+// memory on one node) or gloo over TCP, the transport torch's ProcessGroupGloo
+// uses on CPU. The calibration measures, and the executor runs, through the
+// same communicator, so a calibration describes the transport the run meets.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace dtsim::runtime {
+
+enum class CommBackend : std::uint8_t { mpi, gloo };
+std::string_view to_string(CommBackend b);
+// "mpi" or "gloo"; throws ConfigError naming `option` otherwise.
+CommBackend comm_backend_from_string(std::string_view s, std::string_view option);
+
+// IEEE half precision, bit for bit (gloo::float16's layout).
+using Half = std::uint16_t;
+
+class Communicator {
+public:
+    virtual ~Communicator() = default;
+    virtual CommBackend backend() const = 0;
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+
+    // Every call is collective over the group, issued in the same order on
+    // every rank, from one thread at a time.
+
+    // In place: data[i] becomes the sum over ranks.
+    virtual void allreduce_sum(float* data, std::int64_t count) = 0;
+    virtual void allreduce_sum(Half* data, std::int64_t count) = 0;
+    // in: per_rank * size() elements; out: this rank's per_rank-element block of the sum.
+    virtual void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) = 0;
+    // out: per_rank * size() elements; rank r's block comes from its `in`.
+    // In place when in == out + rank() * per_rank.
+    virtual void allgather(const float* in, float* out, std::int64_t per_rank) = 0;
+    virtual void broadcast(float* data, std::int64_t count, int root) = 0;
+    // The sum of every rank's `in` lands in root's `out` (in place when in ==
+    // out). The other ranks' `out` is undefined afterwards: gloo uses it as
+    // scratch, as torch.distributed.reduce leaves non-destination tensors.
+    virtual void reduce_sum(const float* in, float* out, std::int64_t count, int root) = 0;
+
+protected:
+    Communicator(int rank, int size) : rank_(rank), size_(size) {}
+
+private:
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+// A communicator over the ranks of `comm` (collective over it). MPI: uses
+// `comm`, which must outlive the communicator. gloo: one TCP connection per
+// peer, bootstrapped by exchanging addresses over `comm`; it binds the
+// interface named by GLOO_SOCKET_IFNAME, as torch does, else this host's name,
+// else the loopback.
+std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm);
+
+}  // namespace dtsim::runtime
