@@ -28,6 +28,7 @@ Json collective_json(const CollectiveCurve& c) {
               {"latency_us", c.latency_us}, {"step_latency_us", c.step_latency_us}, {"bus_bw_gbps", c.bus_bw_gbps},
               {"fit_error", c.fit_error},   {"points_size_bytes_time_us", points}};
     if (any_spread) j["points_spread"] = spread;  // one per point: (p90 - p10) / median
+    if (c.dtype != DType::fp32) j["dtype"] = to_string(c.dtype);  // absent: fp32 (files before it)
     return j;
 }
 
@@ -121,6 +122,7 @@ CollectiveCurve read_collective(const JsonView& v) {
     c.scope = enum_field(v, "scope", link_scope_from_string);
     c.group_size = static_cast<int>(v.integer_within("group_size", kGroupSize));
     if (c.group_size == 1) v.fail("group_size", "expected 0 (any) or a group of >= 2 ranks, found 1");
+    if (v.has("dtype")) c.dtype = enum_field(v, "dtype", dtype_from_string);
     c.latency_us = v.number_within("latency_us", kLatencyUs);
     c.step_latency_us = v.has("step_latency_us") ? v.number_within("step_latency_us", kLatencyUs) : 0;
     c.bus_bw_gbps = v.number_within("bus_bw_gbps", kRateGbps);

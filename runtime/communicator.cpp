@@ -61,6 +61,7 @@ public:
     void broadcast(float* data, std::int64_t count, int root) override {
         MPI_Bcast(data, mpi_count(count), MPI_FLOAT, root, comm_);
     }
+    void barrier() override { MPI_Barrier(comm_); }
     void reduce_sum(const float* in, float* out, std::int64_t count, int root) override {
         const bool in_place = in == out && rank() == root;
         MPI_Reduce(in_place ? MPI_IN_PLACE : in, out, mpi_count(count), MPI_FLOAT, MPI_SUM, root, comm_);

@@ -8,7 +8,10 @@
 //    whole clone and copies out this rank's chunk, so a reduce-scatter of S
 //    bytes costs an allreduce of S bytes plus two copies;
 //  - broadcast, reduce: gloo::broadcast, gloo::reduce.
-// Each call takes the next tag, as ProcessGroupGloo's nextTag() does.
+// Each call takes the next tag, as ProcessGroupGloo's nextTag() does, and runs
+// on the communicator's worker thread while the caller waits, as
+// ProcessGroupGloo's AsyncWork runs on its worker threads (on a small machine
+// that hand-off is part of the latency torch pays).
 // Bootstrap: instead of torch's TCPStore rendezvous, the ranks exchange their
 // pairs' addresses over MPI (one all-gather) and connect the full mesh.
 #include "dtsim/runtime/communicator.hpp"
@@ -18,19 +21,27 @@
 #include <fmt/format.h>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
 #include <gloo/math.h>
 #include <gloo/reduce.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace dtsim::runtime {
@@ -111,19 +122,91 @@ public:
     }
 };
 
+// One worker thread: run() hands it a call and waits for it (exceptions
+// travel back to the caller).
+class Worker {
+public:
+    Worker() : thread_([this] { loop(); }) {}
+    ~Worker() {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    Worker(const Worker&) = delete;
+    Worker& operator=(const Worker&) = delete;
+
+    void run(std::function<void()> fn) {
+        std::packaged_task<void()> task(std::move(fn));
+        std::future<void> done = task.get_future();
+        {
+            std::lock_guard lock(mu_);
+            queue_.push_back(std::move(task));
+        }
+        cv_.notify_one();
+        done.get();
+    }
+
+private:
+    void loop() {
+        for (;;) {
+            std::packaged_task<void()> task;
+            {
+                std::unique_lock lock(mu_);
+                cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+                if (queue_.empty()) return;
+                task = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            task();
+        }
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::packaged_task<void()>> queue_;
+    bool stop_ = false;
+    std::thread thread_;  // last: started once the rest exists
+};
+
 class GlooCommunicator final : public Communicator {
 public:
     GlooCommunicator(MPI_Comm comm, int rank, int size)
         : Communicator(rank, size), context_(std::make_shared<MpiBootstrappedContext>(comm, rank, size)) {}
     CommBackend backend() const override { return CommBackend::gloo; }
 
-    void allreduce_sum(float* data, std::int64_t count) override { allreduce<float>(data, count); }
+    void allreduce_sum(float* data, std::int64_t count) override {
+        worker_.run([&] { allreduce<float>(data, count); });
+    }
     void allreduce_sum(Half* data, std::int64_t count) override {
         static_assert(sizeof(gloo::float16) == sizeof(Half));
-        allreduce<gloo::float16>(reinterpret_cast<gloo::float16*>(data), count);
+        worker_.run([&] { allreduce<gloo::float16>(reinterpret_cast<gloo::float16*>(data), count); });
+    }
+    void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
+        worker_.run([&] { reduce_scatter(in, out, per_rank); });
+    }
+    void allgather(const float* in, float* out, std::int64_t per_rank) override {
+        worker_.run([&] { gather(in, out, per_rank); });
+    }
+    void broadcast(float* data, std::int64_t count, int root) override {
+        worker_.run([&] { bcast(data, count, root); });
+    }
+    void reduce_sum(const float* in, float* out, std::int64_t count, int root) override {
+        worker_.run([&] { reduce(in, out, count, root); });
+    }
+    void barrier() override {
+        worker_.run([&] {
+            if (size() == 1) return;
+            gloo::BarrierOptions opts(context_);
+            opts.setTag(next_tag());
+            gloo::barrier(opts);
+        });
     }
 
-    void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
+private:
+    void reduce_scatter(const float* in, float* out, std::int64_t per_rank) {
         const auto n = static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(size());
         std::unique_ptr<float[]> clone(new float[n]);  // input.clone(): fresh, uninitialised, then copied
         std::memcpy(clone.get(), in, n * sizeof(float));
@@ -132,7 +215,7 @@ public:
                     static_cast<std::size_t>(per_rank) * sizeof(float));
     }
 
-    void allgather(const float* in, float* out, std::int64_t per_rank) override {
+    void gather(const float* in, float* out, std::int64_t per_rank) {
         if (size() == 1) {
             if (in != out) std::memmove(out, in, static_cast<std::size_t>(per_rank) * sizeof(float));
             return;
@@ -147,7 +230,7 @@ public:
         std::memcpy(out, flat.get(), n * sizeof(float));
     }
 
-    void broadcast(float* data, std::int64_t count, int root) override {
+    void bcast(float* data, std::int64_t count, int root) {
         if (size() == 1) return;
         gloo::BroadcastOptions opts(context_);
         opts.setRoot(root);
@@ -156,7 +239,7 @@ public:
         gloo::broadcast(opts);
     }
 
-    void reduce_sum(const float* in, float* out, std::int64_t count, int root) override {
+    void reduce(const float* in, float* out, std::int64_t count, int root) {
         if (size() == 1) {
             if (in != out) std::memmove(out, in, static_cast<std::size_t>(count) * sizeof(float));
             return;
@@ -170,7 +253,6 @@ public:
         gloo::reduce(opts);
     }
 
-private:
     template <typename T>
     void allreduce(T* data, std::int64_t count) {
         if (size() == 1 || count == 0) return;
@@ -184,11 +266,38 @@ private:
 
     std::shared_ptr<gloo::Context> context_;
     std::uint32_t tag_ = 0;
+    Worker worker_;  // last: stopped before the context goes
 };
 
 }  // namespace
 
+std::string unbind_as_torchrun_does() {
+    if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return "";
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || CPU_COUNT(&mine) != 1) return "";
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online <= 1 || online > CPU_SETSIZE) return "";
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (int cpu = 0; cpu < online; ++cpu) CPU_SET(cpu, &all);
+    if (sched_setaffinity(0, sizeof all, &all) != 0) return "";
+    // This thread's mask: threads it starts later inherit it. dtsim makes its
+    // communicators before it starts stream or worker threads.
+    return fmt::format(
+        "note: gloo: mpirun bound this rank to one CPU; dtsim unbound it to all {} online CPUs, as torchrun and "
+        "mp.spawn leave torch's ranks (mpirun --bind-to none avoids the binding)",
+        online);
+}
+
 std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm) {
+    static const std::string note = unbind_as_torchrun_does();
+    static std::once_flag printed;
+    std::call_once(printed, [&] {
+        int world_rank = 0;
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+        if (!note.empty() && world_rank == 0) std::fprintf(stderr, "dtsim: %s\n", note.c_str());
+    });
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);

@@ -96,14 +96,16 @@ double CostModel::op_ns(const models::Op& op) const {
     return ns + (op.kernels - 1) * cal_->device.kernel_overhead_us * 1e3;
 }
 
-const calib::CollectiveCurve& CostModel::curve(CollectiveKind kind, int group_size, LinkScope scope) const {
+const calib::CollectiveCurve& CostModel::curve(CollectiveKind kind, int group_size, LinkScope scope,
+                                               DType dtype) const {
     const calib::CollectiveCurve* any = nullptr;
     for (const auto& c : cal_->collectives) {
-        if (c.kind != kind || c.scope != scope) continue;
+        if (c.kind != kind || c.scope != scope || c.dtype != dtype) continue;
         if (c.group_size == group_size) return c;
         if (c.group_size == 0) any = &c;
     }
     if (any) return *any;
+    if (dtype != DType::fp32) return curve(kind, group_size, scope, DType::fp32);  // same bytes, fp32's rate
     std::vector<int> have;
     for (const auto& c : cal_->collectives)
         if (c.kind == kind && c.scope == scope) have.push_back(c.group_size);
@@ -115,9 +117,10 @@ const calib::CollectiveCurve& CostModel::curve(CollectiveKind kind, int group_si
         scope == LinkScope::inter_node ? " across the nodes" : ""));
 }
 
-double CostModel::link_collective_ns(CollectiveKind kind, std::int64_t bytes, int group_size, LinkScope scope) const {
+double CostModel::link_collective_ns(CollectiveKind kind, std::int64_t bytes, int group_size, LinkScope scope,
+                                     DType dtype) const {
     if (group_size <= 1 || bytes <= 0) return 0;
-    const calib::CollectiveCurve& c = curve(kind, group_size, scope);
+    const calib::CollectiveCurve& c = curve(kind, group_size, scope, dtype);
     const double s = static_cast<double>(bytes);
     const auto& pts = c.points;
     if (pts.size() >= 2 && bytes >= pts.front().size_bytes && bytes <= pts.back().size_bytes) {
@@ -134,14 +137,16 @@ double CostModel::link_collective_ns(CollectiveKind kind, std::int64_t bytes, in
     return latency_us * 1e3 + s * busbw_factor(kind, group_size) / c.bus_bw_gbps;
 }
 
-double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group) const {
+double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group, DType dtype) const {
     const int g = group.per_node();
-    if (group.nodes == 1) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node);
-    if (g == 1) return link_collective_ns(kind, bytes, group.nodes, LinkScope::inter_node);
+    if (group.nodes == 1) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);
+    if (g == 1) return link_collective_ns(kind, bytes, group.nodes, LinkScope::inter_node, dtype);
     const std::int64_t shard = (bytes + g - 1) / g;
-    auto intra = [&](CollectiveKind k, std::int64_t b) { return link_collective_ns(k, b, g, LinkScope::intra_node); };
+    auto intra = [&](CollectiveKind k, std::int64_t b) {
+        return link_collective_ns(k, b, g, LinkScope::intra_node, dtype);
+    };
     auto inter = [&](CollectiveKind k, std::int64_t b) {
-        return link_collective_ns(k, b, group.nodes, LinkScope::inter_node);
+        return link_collective_ns(k, b, group.nodes, LinkScope::inter_node, dtype);
     };
     switch (kind) {
         case CollectiveKind::allreduce:
@@ -215,6 +220,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
     std::vector<std::int64_t> out(plan.tasks.size());
     struct CollectiveKey {
         CollectiveKind kind;
+        DType dtype;
         std::int64_t bytes;
         std::int32_t group;
         bool operator==(const CollectiveKey&) const = default;
@@ -230,12 +236,12 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 break;
             case TaskKind::collective: {
                 // Plans repeat the same collective (per layer, per bucket): price each once.
-                const CollectiveKey key{t.collective, t.bytes, t.group};
+                const CollectiveKey key{t.collective, t.dtype, t.bytes, t.group};
                 auto it = std::find(collective_keys.begin(), collective_keys.end(), key);
                 if (it == collective_keys.end()) {
                     collective_keys.push_back(key);
                     collective_prices.push_back(
-                        collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)]));
+                        collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)], t.dtype));
                     it = collective_keys.end() - 1;
                 }
                 ns = collective_prices[static_cast<std::size_t>(it - collective_keys.begin())];

@@ -155,13 +155,14 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
 }
 
 std::int32_t StepBuilder::collective(CollectiveKind kind, std::int64_t bytes, int group, int stream_index, Deps deps,
-                                     int m, int bucket) {
+                                     int m, int bucket, DType dtype) {
     Task t{.kind = TaskKind::collective,
            .phase = Phase::communication,
            .stream = stream_index,
            .micro_step = m,
            .bucket = bucket};
     t.collective = kind;
+    t.dtype = dtype;
     t.group = group;
     t.bytes = bytes;
     return add(t, deps);

@@ -51,11 +51,11 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy, runtime
 
     // Communication alone.
     allreduce_loop(buf, comm, std::max(1, policy.warmup));
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm.barrier();
     const double comm_alone_us = slowest_median_us(allreduce_loop(buf, comm, comm_iters));
 
     // Both at once.
-    MPI_Barrier(MPI_COMM_WORLD);
+    comm.barrier();
     std::vector<double> comm_local;
     const double compute_slowdown = probe.slowdown_during([&] { comm_local = allreduce_loop(buf, comm, comm_iters); });
     const double comm_together_us = slowest_median_us(std::move(comm_local));

@@ -187,7 +187,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         }
         const std::int32_t deps[] = {ready, limiter()};
         const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
-                                                    shard_group_stream, deps, m, u);
+                                                    shard_group_stream, deps, m, u, param_dtype);
         plan.alloc(MemCategory::gathered, un.padded * param_bytes);
         if (offload) plan.release(MemCategory::gathered, 4 * un.shard);
         unsharded[static_cast<std::size_t>(u)] = 1;
@@ -238,7 +238,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         const std::int32_t after[] = {grad_ready};
         if (sharded) {
             done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
-                                   shard_group_stream, after, m, u);
+                                   shard_group_stream, after, m, u, reduce_dtype);
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
@@ -246,12 +246,12 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
                 // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
                 const std::int32_t rs[] = {done};
                 done = step.collective(CollectiveKind::allreduce, un.shard * reduce_bytes, replicate_group,
-                                       all_reduce_stream, rs, m, u);
+                                       all_reduce_stream, rs, m, u, reduce_dtype);
             }
         } else if (replicate_group >= 0) {
             // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
             done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
-                                   all_reduce_stream, after, m, u);
+                                   all_reduce_stream, after, m, u, reduce_dtype);
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
         } else {

@@ -165,6 +165,7 @@ struct Lowering {
     int n = 1;  // data-parallel ranks
     bool distributed = false;
     std::int64_t b = 2;  // bytes per model element: 16-bit under mixed precision
+    DType dtype = DType::bf16;  // the model's (and its gradients' and collectives') element type
     std::int64_t psi = 0;
     int last = 0;                    // the accumulation-boundary micro-step
     std::vector<std::int32_t> gate;  // tasks the next compute-stream task must wait for
@@ -319,14 +320,15 @@ void lower_stage12(Lowering& s) {
                     last_reduction == previous ? std::span<const std::int32_t>(deps) : std::span<const std::int32_t>();
                 const bool first = last_reduction == previous;
                 last_reduction = step.collective(CollectiveKind::reduce, share[r] * s.b, s.world, reduction, after, m,
-                                                 static_cast<int>(bi));
+                                                 static_cast<int>(bi), s.dtype);
                 if (first) plan.alloc(MemCategory::other, flat_copy);
             }
             plan.release(MemCategory::other, flat_copy);
         } else {
             // use_multi_rank_bucket_allreduce (and reduce_scatter=false): one allreduce of the whole bucket.
             last_reduction =
-                step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi));
+                step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi),
+                                s.dtype);
             plan.alloc(MemCategory::other, flat_copy);
             plan.release(MemCategory::other, flat_copy);
         }
@@ -447,7 +449,7 @@ void lower_stage12(Lowering& s) {
     if (s.distributed) {
         // all_gather_dp_groups: one all-gather of every 16-bit parameter (S = b * part * N).
         const std::int32_t deps[] = {updated};
-        step.collective(CollectiveKind::allgather, s.b * part * s.n, s.world, nccl, deps, s.last);
+        step.collective(CollectiveKind::allgather, s.b * part * s.n, s.world, nccl, deps, s.last, -1, s.dtype);
     }
 }
 
@@ -613,7 +615,8 @@ void lower_stage3(Lowering& s) {
                 deps[1] = -1;
                 deps[2] = hook;
             }
-            gathered[pos] = step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m);
+            gathered[pos] =
+                step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m, -1, s.dtype);
             plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
             if (offload_param) plan.release(MemCategory::gathered, s.b * li.part_elems);
             live += li.gather_elems;
@@ -672,7 +675,8 @@ void lower_stage3(Lowering& s) {
             const std::int32_t deps[] = {ready};
             // reduce_scatter_coalesced flattens the bucket into its input (transient).
             const std::int32_t r =
-                step.collective(CollectiveKind::reduce_scatter, bytes, s.world, rs, deps, m, static_cast<int>(bi));
+                step.collective(CollectiveKind::reduce_scatter, bytes, s.world, rs, deps, m, static_cast<int>(bi),
+                                s.dtype);
             plan.alloc(MemCategory::buckets, bytes);
             plan.release(MemCategory::buckets, bytes);
             reductions.push_back(r);
@@ -755,7 +759,7 @@ void lower_stage3(Lowering& s) {
     if (s.distributed) {
         const std::int32_t after[] = {done};
         for (const auto& [numel, padded] : persistent) {
-            step.collective(CollectiveKind::allgather, s.b * padded, s.world, ag, after, s.last);
+            step.collective(CollectiveKind::allgather, s.b * padded, s.world, ag, after, s.last, -1, s.dtype);
             plan.alloc(MemCategory::parameters, s.b * numel);
         }
     }
@@ -803,6 +807,7 @@ Plan lower_zero(const models::Workload& w, const Config& config, const Knobs& kn
                .n = n,
                .distributed = n > 1,
                .b = config.precision == Precision::fp32 ? 4 : 2,  // ZeRO keeps the model in the 16-bit dtype
+               .dtype = compute_dtype(config.precision),
                .psi = w.param_count(),
                .last = config.grad_accum - 1,
                .gate = {},

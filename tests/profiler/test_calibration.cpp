@@ -157,6 +157,21 @@ TEST_CASE("a measured calibration with collective points and GEMM points round-t
     CHECK(back.overlap.host_slowdown_under_compute == 1.25);
 }
 
+TEST_CASE("a collective curve's dtype survives the round trip, and curves without one read as fp32") {
+    Calibration c = measured_calibration();
+    c.collectives[0].dtype = DType::fp16;
+    const std::string text = to_json_text(c);
+    CHECK(text.find("\"dtype\": \"fp16\"") != std::string::npos);
+    const Calibration back = calibration_from_json_text(text, "measured.json");
+    CHECK(back.collectives[0].dtype == DType::fp16);
+    CHECK(back.collectives[1].dtype == DType::fp32);
+    CHECK(to_json_text(back) == text);
+    // A wrong dtype names the field.
+    std::string bad = text;
+    bad.replace(bad.find("\"dtype\": \"fp16\""), 15, "\"dtype\": \"fp8\"");
+    CHECK_THROWS_WITH(calibration_from_json_text(bad, "bad.json"), Catch::Contains("dtype"));
+}
+
 TEST_CASE("calibrations written before host interference was measured still load, at 1.0") {
     nlohmann::json j = nlohmann::json::parse(to_json_text(measured_calibration()));
     j["overlap"].erase("compute_slowdown_under_host");

@@ -192,6 +192,30 @@ TEST_CASE("a curve measured for the exact group size wins over one for any size"
           Approx(transfer_ns(2.0 * 3 / 4, GiB, 100)).epsilon(1e-12));
 }
 
+TEST_CASE("a collective is priced by its dtype's curve where one exists, else by fp32's at the same bytes") {
+    Calibration c = base_calibration();
+    // gloo on a CPU: fp16 sums run at 0.4x fp32's bytes per second.
+    CollectiveCurve half = curve(CollectiveKind::allreduce, LinkScope::intra_node, 2, 0, 0, 40);
+    half.dtype = DType::fp16;
+    c.collectives.push_back(half);  // before the fp32 curve, so that ignoring the dtype would pick it
+    c.collectives.push_back(curve(CollectiveKind::allreduce, LinkScope::intra_node, 2, 0, 0, 100));
+    const CostModel cost(c);
+    const CommGroup pair{2, 1};
+    CHECK(cost.collective_ns(CollectiveKind::allreduce, GiB, pair) == Approx(transfer_ns(1.0, GiB, 100)).epsilon(1e-12));
+    CHECK(cost.collective_ns(CollectiveKind::allreduce, GiB, pair, DType::fp32) ==
+          Approx(transfer_ns(1.0, GiB, 100)).epsilon(1e-12));
+    CHECK(cost.collective_ns(CollectiveKind::allreduce, GiB, pair, DType::fp16) ==
+          Approx(transfer_ns(1.0, GiB, 40)).epsilon(1e-12));
+    // bf16 has no curve of its own: fp32's rate for its bytes.
+    CHECK(cost.collective_ns(CollectiveKind::allreduce, GiB, pair, DType::bf16) ==
+          Approx(transfer_ns(1.0, GiB, 100)).epsilon(1e-12));
+    // A calibration with only a 16-bit curve still lacks fp32 data: the usual error.
+    Calibration only_half = base_calibration();
+    only_half.collectives.push_back(half);
+    const CostModel cost_half(only_half);
+    CHECK_THROWS_AS(cost_half.collective_ns(CollectiveKind::allreduce, GiB, pair), CalibrationError);
+}
+
 TEST_CASE("measured collective points are returned exactly and interpolated log-log between") {
     Calibration c = base_calibration();
     // The fitted line is deliberately far from the points so the two cannot be confused.

@@ -183,6 +183,11 @@ TEST_CASE("fsdp bytes per step follow the unit rule (§8)") {
                        "sharded over 16 ranks; all-gathers in bf16 before each unit's forward and again before "
                        "its backward"));
         CHECK(mentions(r, "reduce-scatters in fp32."));
+        // Each collective carries its type, for calibrations that price types apart (gloo's fp16 sums).
+        for (const auto& t : r.plan.tasks) {
+            if (t.kind != TaskKind::collective) continue;
+            CHECK(t.dtype == (t.collective == CollectiveKind::allgather ? DType::bf16 : DType::fp32));
+        }
     }
     SECTION("reduce_dtype follows param_dtype by default") {
         SimResult r = run(c);

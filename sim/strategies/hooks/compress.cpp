@@ -9,6 +9,7 @@ namespace {
 
 constexpr std::int64_t kFp32 = 4, kHalf = 2;
 
+template <DType half>
 std::int32_t compress_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
     const std::int64_t elements = bucket.bytes / kFp32;
     const std::int64_t half_bytes = elements * kHalf;
@@ -21,7 +22,7 @@ std::int32_t compress_reduce(HookContext& ctx, const HookBucket& bucket, std::in
     ctx.step.plan().alloc(MemCategory::other, half_bytes);
     const std::int32_t ar_deps[] = {cast};
     const std::int32_t allreduce = ctx.step.collective(CollectiveKind::allreduce, half_bytes, ctx.group, ctx.stream,
-                                                       ar_deps, ctx.micro_step, bucket.index);
+                                                       ar_deps, ctx.micro_step, bucket.index, half);
     // `decompress` copies the result back into the fp32 bucket (read 2 B, write
     // 4 B). A CUDA future runs its then() callback on a stream from the pool,
     // not the compute stream, so it does not hold up the rest of backward:
@@ -38,10 +39,12 @@ std::int32_t compress_reduce(HookContext& ctx, const HookBucket& bucket, std::in
 }  // namespace
 
 void register_compress_hooks(Registry<CommHook>& r) {
-    CommHook h;
-    h.reduce = compress_reduce;
-    r.add("fp16_compress", "fp16_compress_hook: cast each bucket to fp16, allreduce half the bytes, cast back", h);
-    r.add("bf16_compress", "bf16_compress_hook: cast each bucket to bf16 (NCCL > 2.9.6), allreduce half the bytes", h);
+    CommHook fp16, bf16;
+    fp16.reduce = compress_reduce<DType::fp16>;
+    bf16.reduce = compress_reduce<DType::bf16>;
+    r.add("fp16_compress", "fp16_compress_hook: cast each bucket to fp16, allreduce half the bytes, cast back", fp16);
+    r.add("bf16_compress", "bf16_compress_hook: cast each bucket to bf16 (NCCL > 2.9.6), allreduce half the bytes",
+          bf16);
 }
 
 }  // namespace dtsim::sim

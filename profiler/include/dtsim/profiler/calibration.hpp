@@ -48,6 +48,11 @@ struct CollectiveCurve {
     double bus_bw_gbps = 0;
     double fit_error = 0;                 // relative RMS error of the fitted line over the points
     std::vector<CollectivePoint> points;  // sorted by size; may be empty
+    // The element type measured. fp32 curves price every dtype without its own
+    // curve (NCCL moves bytes at one rate whatever they hold); a 16-bit curve
+    // exists where the reduction's arithmetic is not free: gloo sums fp16 on the
+    // CPU element by element, 2-3x slower per byte than fp32.
+    DType dtype = DType::fp32;
 };
 
 // GEMM efficiency by shape: efficiency = max_efficiency * prod_d d / (d + half_d)

@@ -30,11 +30,14 @@ public:
 
     // One collective over `group`: ring inside a node; across nodes, the
     // hierarchical form (reduce-scatter in the node, the inter-node collective
-    // on 1/per_node of the data, all-gather in the node).
-    double collective_ns(calib::CollectiveKind kind, std::int64_t bytes, const CommGroup& group) const;
+    // on 1/per_node of the data, all-gather in the node). `dtype`: the
+    // elements' type, priced by its own curve where the calibration has one and
+    // by the fp32 curve at the same bytes otherwise.
+    double collective_ns(calib::CollectiveKind kind, std::int64_t bytes, const CommGroup& group,
+                         DType dtype = DType::fp32) const;
     // One collective on one link, from that link's curve.
-    double link_collective_ns(calib::CollectiveKind kind, std::int64_t bytes, int group_size,
-                              calib::LinkScope scope) const;
+    double link_collective_ns(calib::CollectiveKind kind, std::int64_t bytes, int group_size, calib::LinkScope scope,
+                              DType dtype = DType::fp32) const;
 
     double copy_ns(Transfer direction, std::int64_t bytes, bool pinned) const;      // over PCIe
     double host_optimizer_ns(std::int64_t parameters, bool torch_optimizer) const;  // CPU Adam
@@ -44,7 +47,8 @@ public:
     std::vector<std::int64_t> price(const Plan& plan, const models::Workload& workload) const;
 
 private:
-    const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope) const;
+    const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope,
+                                        DType dtype) const;
     double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
     // The curve's time for a GEMM with `rows` = m * batch, before measured corrections.
     double curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,

@@ -92,6 +92,7 @@ struct Task {
     std::int32_t layer = -1;   // workload layer for forward/backward compute
     std::int32_t bucket = -1;  // gradient bucket for collectives and copies
     CollectiveKind collective = CollectiveKind::allreduce;
+    DType dtype = DType::fp32;                   // collectives: the elements' type (priced by its curve)
     std::int32_t group = -1;                     // index into Plan::groups
     std::int64_t bytes = 0;                      // collective payload, bytes copied, or bytes an explicit pass moves
     double flops = 0;                            // explicit passes: priced at the fp32 GEMM peak

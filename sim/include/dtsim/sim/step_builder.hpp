@@ -48,8 +48,10 @@ public:
     // (e.g. copying gradients into a bucket). Returns the backward task.
     std::int32_t backward(int m, int layer, Deps deps = {}, std::int64_t fused_bytes = 0);
 
+    // `dtype`: the elements' type, which picks the calibration's curve (fp32 for
+    // any type the calibration did not measure on its own).
     std::int32_t collective(CollectiveKind kind, std::int64_t bytes, int group, int stream, Deps deps, int m,
-                            int bucket = -1);
+                            int bucket = -1, DType dtype = DType::fp32);
     // An explicit elementwise pass on a compute stream (optimizer step, casts, copies).
     // `flops` are priced at the fp32 GEMM peak (matmul-like work), `launches`
     // adds that many kernel launch gaps (launch-bound loops).
