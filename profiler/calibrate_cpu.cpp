@@ -93,6 +93,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.max_bytes = o.quick ? (1LL << 20) : (256LL << 20);
         sweep.factor = o.quick ? 4 : 2;
         sweep.extra_sizes = o.targets.collective_sizes;
+        sweep.fp16_allreduce = true;  // the fp16 hook's call; gloo sums half slower per byte than float
         const auto comm = runtime::make_communicator(o.transport, MPI_COMM_WORLD);
         const auto rows = bench_collectives(sweep, policy, phase(0.5, 0.95), *comm);
         for (CollectiveKind kind : sweep.kinds) {
@@ -101,6 +102,12 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
                 fmt::format("{} over {} ranks:\n{}\n", to_string(kind), size, format_nccl_tests_table(of_kind, size, runtime::to_string(o.transport))));
             c.collectives.push_back(fit_collective(kind, calib::LinkScope::intra_node, size, points_of(of_kind)));
         }
+        const std::vector<CollectiveRow> half = rows_of_kind(rows, CollectiveKind::allreduce, DType::fp16);
+        report(fmt::format("allreduce in fp16 over {} ranks:\n{}\n", size,
+                           format_nccl_tests_table(half, size, runtime::to_string(o.transport))));
+        c.collectives.push_back(
+            fit_collective(CollectiveKind::allreduce, calib::LinkScope::intra_node, size, points_of(half)));
+        c.collectives.back().dtype = DType::fp16;
         progress("overlap of compute and communication", 0.95);
         c.overlap = bench_overlap(o.quick, policy, *comm);
     }

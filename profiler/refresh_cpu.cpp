@@ -36,7 +36,8 @@ void merge_gemm_points(std::vector<calib::GemmPoint>& into, const std::vector<ca
 void merge_collective_points(std::vector<calib::CollectiveCurve>& curves, CollectiveKind kind, int group_size,
                              std::vector<calib::CollectivePoint> points) {
     auto curve = std::find_if(curves.begin(), curves.end(), [&](const calib::CollectiveCurve& k) {
-        return k.kind == kind && k.scope == calib::LinkScope::intra_node && k.group_size == group_size;
+        return k.kind == kind && k.scope == calib::LinkScope::intra_node && k.group_size == group_size &&
+               k.dtype == DType::fp32;  // the targets are fp32 buckets
     });
     if (curve != curves.end())
         for (const auto& old : curve->points)

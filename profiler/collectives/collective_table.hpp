@@ -43,6 +43,7 @@ struct CollectiveTable {
     void (*run)(Buffers& b, runtime::Communicator& comm);
     // Elements on this rank that differ from the expected result after init + run.
     std::int64_t (*check)(const Buffers& b);
+    DType dtype = DType::fp32;  // the elements' type (nccl-tests' type column: float, half)
 };
 
 constexpr std::int64_t kTypeSize = 4;  // fp32
@@ -66,8 +67,10 @@ const CollectiveTable& reduce_scatter_table();
 const CollectiveTable& allgather_table();
 const CollectiveTable& broadcast_table();
 const CollectiveTable& reduce_table();
+const CollectiveTable& allreduce_fp16_table();
 
-// The table of `kind` (every CollectiveKind has one).
-const CollectiveTable& table_for(calib::CollectiveKind kind);
+// The table of `kind` in `dtype`: every CollectiveKind has an fp32 one;
+// allreduce has an fp16 one too. Throws ConfigError for any other.
+const CollectiveTable& table_for(calib::CollectiveKind kind, DType dtype = DType::fp32);
 
 }  // namespace dtsim::profiler::collectives

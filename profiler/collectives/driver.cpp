@@ -7,6 +7,7 @@
 #include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/profiler/peer_wait.hpp"
 
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,7 +26,11 @@ bool differs(float got, float expected) {
     return !(std::fabs(got - expected) <= tolerance);  // NaN counts as wrong
 }
 
-const CollectiveTable& table_for(calib::CollectiveKind kind) {
+const CollectiveTable& table_for(calib::CollectiveKind kind, DType dtype) {
+    if (dtype == DType::fp16 && kind == calib::CollectiveKind::allreduce) return allreduce_fp16_table();
+    if (dtype != DType::fp32)
+        throw ConfigError(fmt::format("the collective benchmarks measure {} in fp32 only, not {}",
+                                      calib::to_string(kind), to_string(dtype)));
     switch (kind) {
         case calib::CollectiveKind::allreduce: return allreduce_table();
         case calib::CollectiveKind::reduce_scatter: return reduce_scatter_table();
@@ -122,7 +127,7 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
     const std::int64_t min_bytes = rows.empty() ? 0 : rows.front()->size_bytes;
     const std::int64_t max_bytes = rows.empty() ? 0 : rows.back()->size_bytes;
     out += "# Collective test starting: " + std::string(table.name) + "_perf (dtsim, " + std::string(transport) +
-           " fp32)\n";
+           (table.dtype == DType::fp16 ? " fp16)\n" : " fp32)\n");
     std::snprintf(buf, sizeof buf,
                   "# nThread 1 nGpus 1 minBytes %lld maxBytes %lld warmup iters: - iters: - agg iters: 1 "
                   "validation: 1 graph: 0 nranks %d\n",
@@ -142,7 +147,8 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
     double busbw_sum = 0;
     for (const CollectiveRow* row : rows) {
         std::snprintf(buf, sizeof buf, "%12lld  %12lld  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %6lld\n",
-                      static_cast<long long>(row->size_bytes), static_cast<long long>(row->count), "float",
+                      static_cast<long long>(row->size_bytes), static_cast<long long>(row->count),
+                      table.dtype == DType::fp16 ? "half" : "float",
                       std::string(table.redop).c_str(), table.root, format_time_us(row->time.mean_us).c_str(),
                       row->algbw_gbps, row->busbw_gbps, static_cast<long long>(row->wrong));
         out += buf;
@@ -160,10 +166,11 @@ void append_table(std::string& out, const CollectiveTable& table, const std::vec
 
 }  // namespace
 
-std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind) {
+std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind,
+                                        DType dtype) {
     std::vector<CollectiveRow> out;
     for (const auto& r : rows)
-        if (r.kind == kind) out.push_back(r);
+        if (r.kind == kind && r.dtype == dtype) out.push_back(r);
     return out;
 }
 
@@ -183,29 +190,38 @@ std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const
     MPI_Comm_size(MPI_COMM_WORLD, &b.nranks);
 
     std::vector<CollectiveRow> rows;
-    std::vector<std::vector<std::int64_t>> sizes_by_kind;
+    // One entry per table measured: every kind in fp32, then allreduce in fp16 at allreduce's sizes.
+    std::vector<std::pair<const CollectiveTable*, std::vector<std::int64_t>>> entries;
     std::size_t total = 0;
     for (const calib::CollectiveKind kind : sweep.kinds) {
-        auto& mine = sizes_by_kind.emplace_back(sizes);
+        std::vector<std::int64_t> mine = sizes;
         for (const auto& [k, bytes] : sweep.extra_sizes)
             if (k == kind && bytes > 0) mine.push_back(bytes);
         std::sort(mine.begin(), mine.end());
         mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
         total += mine.size();
+        entries.emplace_back(&collectives::table_for(kind), std::move(mine));
     }
+    if (sweep.fp16_allreduce)
+        for (std::size_t i = 0, n = entries.size(); i < n; ++i)
+            if (entries[i].first->kind == calib::CollectiveKind::allreduce) {
+                total += entries[i].second.size();
+                entries.emplace_back(&collectives::table_for(calib::CollectiveKind::allreduce, DType::fp16),
+                                     entries[i].second);
+            }
     const double steps = static_cast<double>(total);
     int step = 0;
-    for (std::size_t kind_index = 0; kind_index < sweep.kinds.size(); ++kind_index) {
-        const calib::CollectiveKind kind = sweep.kinds[kind_index];
-        const CollectiveTable& table = collectives::table_for(kind);
+    for (const auto& [entry_table, entry_sizes] : entries) {
+        const CollectiveTable& table = *entry_table;
         std::int64_t last_bytes = -1;
-        for (const std::int64_t target : sizes_by_kind[kind_index]) {
+        for (const std::int64_t target : entry_sizes) {
             b.count = table.count_for_bytes(target, b.nranks);
             const std::int64_t bytes = table.total_bytes(b.count, b.nranks);
             if (bytes == last_bytes) continue;  // two requests rounding to one count
             last_bytes = bytes;
             if (progress) {
-                progress(std::string(table.name) + " " + std::to_string(bytes) + " B", step / steps);
+                progress(fmt::format("{}{} {} B", table.name, table.dtype == DType::fp32 ? "" : " (half)", bytes),
+                         step / steps);
             }
             ++step;
 
@@ -220,9 +236,10 @@ std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const
             MPI_Allreduce(&local_wrong, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
 
             CollectiveRow row{};
-            row.kind = kind;
+            row.kind = table.kind;
+            row.dtype = table.dtype;
             row.size_bytes = bytes;
-            row.count = bytes / collectives::kTypeSize;  // nccl-tests' count column: elements in S
+            row.count = bytes / dtype_bytes(table.dtype);  // nccl-tests' count column: elements in S
             row.time = time_collective(policy, table, b, flush, comm);
             row.wrong = wrong;
             const double seconds = row.time.mean_us * 1e-6;
@@ -241,8 +258,8 @@ std::string format_nccl_tests_table(const std::vector<CollectiveRow>& rows, int 
     std::vector<const CollectiveRow*> group;
     for (std::size_t i = 0; i < rows.size(); ++i) {
         group.push_back(&rows[i]);
-        if (i + 1 == rows.size() || rows[i + 1].kind != rows[i].kind) {
-            append_table(out, collectives::table_for(rows[i].kind), group, nranks, transport);
+        if (i + 1 == rows.size() || rows[i + 1].kind != rows[i].kind || rows[i + 1].dtype != rows[i].dtype) {
+            append_table(out, collectives::table_for(rows[i].kind, rows[i].dtype), group, nranks, transport);
             group.clear();
         }
     }

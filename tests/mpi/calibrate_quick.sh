@@ -39,6 +39,9 @@ grep -q '"backend": "cpu-gloo-openblas"' gloo.json
 grep -q 'gloo (TCP' gloo.json
 grep -q '(dtsim, gloo fp32)' calibrate_gloo.out
 grep -q '"kind": "reduce_scatter"' gloo.json
+# fp16 allreduce has its own curve (the fp16 hook's call), measured in half.
+grep -q '"dtype": "fp16"' gloo.json
+grep -q '(dtsim, gloo fp16)' calibrate_gloo.out
 "$dtsim" simulate --model mlp-4x512 --micro-batch 8 --hardware gloo.json --nodes 1 --gpus-per-node 2 \
   --format json > sim_gloo.json
 grep -Eq '"step_time_s": [0-9.e-]+' sim_gloo.json

@@ -210,8 +210,13 @@ TEST_CASE("2 ranks: every collective is correct and identical on all ranks, over
     sweep.min_bytes = 1024;
     sweep.max_bytes = 4 << 20;
     sweep.factor = 4;
+    sweep.fp16_allreduce = true;
     const auto rows = bench_collectives(sweep, quick_policy(), {}, *comm);
-    REQUIRE(rows.size() == kAllKinds.size() * 7);  // 1 KiB .. 4 MiB by 4
+    REQUIRE(rows.size() == (kAllKinds.size() + 1) * 7);  // 1 KiB .. 4 MiB by 4, and allreduce in fp16 too
+    const auto half = rows_of_kind(rows, CollectiveKind::allreduce, dtsim::DType::fp16);
+    REQUIRE(half.size() == 7);
+    for (const CollectiveRow& r : half) CHECK(r.count == r.size_bytes / 2);
+    CHECK(rows_of_kind(rows, CollectiveKind::allreduce).size() == 7);
     for (const CollectiveRow& r : rows) {
         CAPTURE(dtsim::calib::to_string(r.kind), r.size_bytes);
         CHECK(r.wrong == 0);
@@ -230,6 +235,10 @@ TEST_CASE("2 ranks: every collective is correct and identical on all ranks, over
     if (rank == 0) {
         const std::string table = format_nccl_tests_table(rows, 2, dtsim::runtime::to_string(backend));
         CHECK(table.find(fmt::format("(dtsim, {} fp32)", dtsim::runtime::to_string(backend))) != std::string::npos);
+        const std::string half_table = format_nccl_tests_table(half, 2, dtsim::runtime::to_string(backend));
+        CHECK(half_table.find(fmt::format("(dtsim, {} fp16)", dtsim::runtime::to_string(backend))) !=
+              std::string::npos);
+        CHECK(half_table.find(" half ") != std::string::npos);
         WARN(table);
     }
 }

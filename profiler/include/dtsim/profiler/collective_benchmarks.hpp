@@ -18,6 +18,7 @@ namespace dtsim::profiler {
 
 struct CollectiveRow {
     calib::CollectiveKind kind;
+    DType dtype = DType::fp32;
     std::int64_t size_bytes = 0;  // nccl-tests' size: total bytes S
     std::int64_t count = 0;       // elements
     Measurement time;             // the slowest rank per iteration, over the iterations
@@ -36,6 +37,9 @@ struct CollectiveSweep {
     // (shared-memory MPI has cliffs between powers of two).
     std::vector<std::pair<calib::CollectiveKind, std::int64_t>> extra_sizes;
     bool only_extra_sizes = false;  // measure extra_sizes alone, not the sweep's steps
+    // Also allreduce in fp16, at the allreduce sizes (bytes S): what the fp16
+    // compression hook sends, which gloo sums slower per byte than fp32.
+    bool fp16_allreduce = false;
 };
 
 // Collective over MPI_COMM_WORLD; every rank must call it, with `comm` over
@@ -44,8 +48,9 @@ struct CollectiveSweep {
 std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
                                              const ProgressFn& progress, runtime::Communicator& comm);
 
-// The rows of one kind, in their order.
-std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind);
+// The rows of one kind and dtype, in their order.
+std::vector<CollectiveRow> rows_of_kind(std::span<const CollectiveRow> rows, calib::CollectiveKind kind,
+                                        DType dtype = DType::fp32);
 
 // Rows as the calibration's points: the mean time (measure.hpp says why).
 std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> rows);
