@@ -1,7 +1,12 @@
 #include "dtsim/common/half.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace dtsim {
 
@@ -53,6 +58,58 @@ float round_to_fp16(float f) {
 }
 float round_to_bf16(float f) {
     return bf16_value(bf16_bits(f));
+}
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void fp16_to_float_f16c(const std::uint16_t* in, float* out, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+    for (; i < n; ++i) out[i] = fp16_value(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void float_to_fp16_f16c(const float* in, std::uint16_t* out, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; ++i) out[i] = fp16_bits(in[i]);
+}
+
+bool has_f16c() {
+    static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    return yes;
+}
+#endif
+
+}  // namespace
+
+void fp16_to_float(const std::uint16_t* in, float* out, std::size_t n) {
+#if defined(__x86_64__)
+    if (has_f16c()) return fp16_to_float_f16c(in, out, n);
+#endif
+    for (std::size_t i = 0; i < n; ++i) out[i] = fp16_value(in[i]);
+}
+
+void float_to_fp16(const float* in, std::uint16_t* out, std::size_t n) {
+#if defined(__x86_64__)
+    if (has_f16c()) return float_to_fp16_f16c(in, out, n);
+#endif
+    for (std::size_t i = 0; i < n; ++i) out[i] = fp16_bits(in[i]);
+}
+
+void fp16_sum(std::uint16_t* c, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+    constexpr std::size_t kBlock = 256;
+    float x[kBlock], y[kBlock];
+    for (std::size_t at = 0; at < n; at += kBlock) {
+        const std::size_t k = std::min(kBlock, n - at);
+        fp16_to_float(a + at, x, k);
+        fp16_to_float(b + at, y, k);
+        for (std::size_t i = 0; i < k; ++i) x[i] += y[i];
+        float_to_fp16(x, c + at, k);
+    }
 }
 
 }  // namespace dtsim

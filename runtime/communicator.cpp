@@ -45,9 +45,9 @@ public:
     // (exactly a half sum on 2 ranks; within (size - 1) / 2 ulps on more).
     void allreduce_sum(Half* data, std::int64_t count) override {
         std::vector<float> f(static_cast<std::size_t>(count));
-        for (std::size_t i = 0; i < f.size(); ++i) f[i] = fp16_value(data[i]);
+        fp16_to_float(data, f.data(), f.size());
         allreduce_sum(f.data(), count);
-        for (std::size_t i = 0; i < f.size(); ++i) data[i] = fp16_bits(f[i]);
+        float_to_fp16(f.data(), data, f.size());
     }
     void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
         MPI_Reduce_scatter_block(in, out, mpi_count(per_rank), MPI_FLOAT, MPI_SUM, comm_);

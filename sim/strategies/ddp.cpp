@@ -121,6 +121,11 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     StepBuilder step(plan, w, config);
     const int nccl = step.stream("nccl", TaskKind::collective);
     const int world = step.world_group();
+    // torch's Reducer runs at every world size. On one rank, too, backward copies
+    // each gradient into its bucket, the bucket is allreduced (over a group of
+    // one: priced at nothing) and copied back, and the hook and the
+    // unused-parameter search run (issue 15: 19 ms a step for an 8-layer MLP).
+    // Only the buffer broadcast and the post-step averaging need peers.
     const bool distributed = config.topology.world_size() > 1;
 
     const auto params = params_by_index(w);
@@ -151,7 +156,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         plan.resident[static_cast<int>(MemCategory::gradients)] = psi * kGradBytes;
     else
         plan.resident[static_cast<int>(MemCategory::buckets)] = psi * kGradBytes;
-    if (distributed && hook.value.resident_bytes)
+    if (hook.value.resident_bytes)
         plan.resident[static_cast<int>(MemCategory::error_feedback)] =
             hook.value.resident_bytes(hook_ctx, hook_buckets);
 
@@ -174,7 +179,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         // issued before it ends. The CPU runs ahead of the GPU, so it starts about
         // when the last forward kernel starts.
         std::int32_t graph_search = -1;
-        if (find_unused && sync && distributed) {
+        if (find_unused && sync) {
             const std::int32_t after[] = {second_last_forward};
             graph_search = step.host_task(autograd_nodes(w) * kGraphSearchNsPerNode,
                                           step.stream("cpu", TaskKind::host_compute), after, m);
@@ -185,9 +190,9 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
             const std::int32_t search[] = {li == step.layers() - 1 ? graph_search : -1};
             // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
             backward_task[static_cast<std::size_t>(li)] =
-                step.backward(m, li, search, sync && distributed ? 2 * grad_bytes : 0);
+                step.backward(m, li, search, sync ? 2 * grad_bytes : 0);
             if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
-            if (!sync || !distributed) continue;
+            if (!sync) continue;
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
             while (next_bucket < buckets.size() && ready_layer[next_bucket] >= li) {
                 const auto ready = backward_task[static_cast<std::size_t>(ready_layer[next_bucket])];
@@ -195,17 +200,17 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
                 ++next_bucket;
             }
         }
-        DTSIM_ASSERT(!sync || !distributed || next_bucket == buckets.size(), "every bucket is reduced");
+        DTSIM_ASSERT(!sync || next_bucket == buckets.size(), "every bucket is reduced");
     }
     const int last = micro_steps - 1;
-    if (find_unused && distributed)
+    if (find_unused)
         // The used-parameter map: one int32 per parameter tensor (§1.7).
         reduced.push_back(step.collective(CollectiveKind::allreduce, static_cast<std::int64_t>(params.size()) * 4,
                                           world, nccl, {}, last));
     // finalize_backward waits for every bucket, then copies buckets back into .grad
     // unless the gradients already are bucket views (§1.3, §1.5).
     std::vector<std::int32_t> step_deps = reduced;
-    if (!as_view && distributed) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * kGradBytes, 0, reduced, last)};
+    if (!as_view) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * kGradBytes, 0, reduced, last)};
     std::int64_t largest = 0;
     for (const auto& p : params) largest = std::max(largest, p.numel);
     std::int32_t done = step.optimizer_step(

@@ -145,11 +145,17 @@ TEST_CASE("fp16 and bf16 round to nearest even", "[executor]") {
 TEST_CASE("train mode runs fp16, bf16 and PowerSGD hooks and names the hooks it cannot run", "[executor]") {
     if (ranks() != 1) return;
     const auto plain = train(config_of(1, {}, sim::OptimizerKind::sgd), 3, 0.1);
-    // One rank reduces nothing (the plan has no bucket collectives): every hook equals plain DDP.
-    for (const Knobs& k : {Knobs{{"comm_hook", "fp16_compress"}}, Knobs{{"comm_hook", "bf16_compress"}}, kPowerSgd}) {
-        const auto r = train(config_of(1, k, sim::OptimizerKind::sgd), 3, 0.1);
-        CHECK(r.parameters == plain.parameters);
+    // One rank still runs the Reducer and its hook, as torch does: the half-precision hooks round the
+    // gradients (close to plain DDP, not equal); PowerSGD's first iteration is its vanilla allreduce, and
+    // later ones compress.
+    for (const auto& [hook, bound] : {std::pair{"fp16_compress", 1e-2}, std::pair{"bf16_compress", 5e-2}}) {
+        INFO(hook);
+        const auto r = train(config_of(1, {{"comm_hook", hook}}, sim::OptimizerKind::sgd), 3, 0.1);
+        CHECK(r.parameters != plain.parameters);
+        CHECK(relative_max_diff(r.parameters, plain.parameters) <= bound);
     }
+    const auto one_step = train(config_of(1, {}, sim::OptimizerKind::sgd), 1, 0.1);
+    CHECK(train(config_of(1, kPowerSgd, sim::OptimizerKind::sgd), 1, 0.1).parameters == one_step.parameters);
     for (const char* hook : {"batched_powerSGD", "post_localSGD"}) {
         INFO(hook);
         CHECK_THROWS_WITH(train(config_of(1, {{"comm_hook", hook}}, sim::OptimizerKind::sgd), 1, 0.1),

@@ -83,14 +83,38 @@ TEST_CASE("plain SGD keeps no optimizer state") {
     CHECK(category(simulate(c, cal).metrics, MemCategory::optimizer_states) == 0);
 }
 
-TEST_CASE("one rank: no collectives, no bucket copies") {
+TEST_CASE("one rank: the reducer still copies gradients into buckets and back; its allreduces cost nothing") {
     const auto cal = calib::load_hardware("a100-sxm");
     Config c = gpt2_config();
     c.topology = {1, 1};
     SimResult r = simulate(c, cal);
-    CHECK(r.metrics.collectives.empty());
-    CHECK(r.metrics.exposed_comm_s == 0);
-    CHECK(r.metrics.compute_s == Approx(r.metrics.step_time_s));
+    // torch's Reducer runs at world size 1: every bucket is allreduced over a group of one ...
+    std::size_t allreduces = 0;
+    for (const Task& t : r.plan.tasks)
+        if (t.kind == TaskKind::collective) {
+            CHECK(t.collective == CollectiveKind::allreduce);
+            CHECK(r.plan.groups[static_cast<std::size_t>(t.group)].size == 1);
+            CHECK(t.bucket >= 0);
+            ++allreduces;
+        }
+    CHECK(allreduces == r.plan.buckets.size());
+    CHECK(r.metrics.exposed_comm_s == 0);  // ... which moves nothing
+    // ... after backward copied each gradient into its bucket (read and write), and the buckets are copied
+    // back into .grad before the step (read and write every gradient).
+    const std::int64_t psi = r.workload->param_count();
+    std::int64_t copy_back = 0, backward_extra = 0;
+    for (const Task& t : r.plan.tasks) {
+        if (t.phase == Phase::gradient_copy) copy_back += t.bytes;
+        if (t.kind == TaskKind::compute && t.phase == Phase::backward && t.layer >= 0) backward_extra += t.bytes;
+    }
+    CHECK(copy_back == 2 * psi * 4);
+    CHECK(backward_extra == 2 * psi * 4);
+    // With gradient_as_bucket_view the gradients are the buckets: no copy back, a shorter step.
+    Config view = c;
+    view.knobs = {{"gradient_as_bucket_view", "true"}};
+    SimResult v = simulate(view, cal);
+    for (const Task& t : v.plan.tasks) CHECK(t.phase != Phase::gradient_copy);
+    CHECK(v.metrics.step_time_s < r.metrics.step_time_s);
 }
 
 TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, before the first forward") {

@@ -3,6 +3,7 @@
 // sums do to one value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace dtsim {
@@ -13,5 +14,14 @@ std::uint16_t bf16_bits(float f);
 float bf16_value(std::uint16_t h);
 float round_to_fp16(float f);
 float round_to_bf16(float f);
+
+// Bulk fp16 conversions, bit-identical to fp16_value / fp16_bits for every
+// finite value and infinity (NaNs stay NaN): through the CPU's F16C
+// instructions where it has them, as torch's c10::Half vectorizes, else one
+// element at a time.
+void fp16_to_float(const std::uint16_t* in, float* out, std::size_t n);
+void float_to_fp16(const float* in, std::uint16_t* out, std::size_t n);
+// c[i] = fp16(a[i] + b[i]) in float, one rounding per element (c may alias a or b).
+void fp16_sum(std::uint16_t* c, const std::uint16_t* a, const std::uint16_t* b, std::size_t n);
 
 }  // namespace dtsim

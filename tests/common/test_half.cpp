@@ -1,0 +1,66 @@
+// The bulk fp16 conversions and the half sum (F16C where the CPU has it) give
+// exactly the scalar conversions' bits, which test_hooks_train checks against
+// IEEE round-to-nearest-even.
+#include "dtsim/common/half.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+bool same_half(std::uint16_t a, std::uint16_t b) {
+    const bool nan_a = (a & 0x7c00u) == 0x7c00u && (a & 0x3ffu) != 0;
+    const bool nan_b = (b & 0x7c00u) == 0x7c00u && (b & 0x3ffu) != 0;
+    return nan_a || nan_b ? nan_a == nan_b : a == b;
+}
+
+}  // namespace
+
+TEST_CASE("bulk fp16 conversions equal the scalar ones for every half value and for rounding floats") {
+    std::vector<std::uint16_t> all(65536);
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+    std::vector<float> f(all.size());
+    dtsim::fp16_to_float(all.data(), f.data(), all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        const float expected = dtsim::fp16_value(all[i]);
+        if (std::isnan(expected))
+            REQUIRE(std::isnan(f[i]));
+        else
+            REQUIRE(f[i] == expected);
+    }
+    // Floats between halves (ties, subnormals, overflow), in an odd-sized run so the scalar tail runs too.
+    std::vector<float> in;
+    for (std::uint32_t bits = 0x33000000u; bits < 0x47900000u; bits += 0x1235u) {
+        in.push_back(std::bit_cast<float>(bits));
+        in.push_back(-std::bit_cast<float>(bits));
+    }
+    in.push_back(1.0f + 0x1.0p-11f);  // a tie: even (1)
+    in.push_back(65520.0f);           // rounds to infinity
+    std::vector<std::uint16_t> out(in.size());
+    dtsim::float_to_fp16(in.data(), out.data(), in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        INFO(in[i]);
+        REQUIRE(same_half(out[i], dtsim::fp16_bits(in[i])));
+    }
+}
+
+TEST_CASE("the half sum rounds once per element, in place too") {
+    std::vector<std::uint16_t> a, b;
+    for (std::uint32_t i = 0; i < 1000; ++i) {
+        a.push_back(dtsim::fp16_bits(static_cast<float>(i) * 0.37f - 100.0f));
+        b.push_back(dtsim::fp16_bits(1.0f / (static_cast<float>(i) + 0.5f)));
+    }
+    a.push_back(dtsim::fp16_bits(1.0f));
+    b.push_back(dtsim::fp16_bits(0x1.0p-11f));  // 1 + 2^-11: a tie, even
+    std::vector<std::uint16_t> c(a.size());
+    dtsim::fp16_sum(c.data(), a.data(), b.data(), a.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+        REQUIRE(c[i] == dtsim::fp16_bits(dtsim::fp16_value(a[i]) + dtsim::fp16_value(b[i])));
+    CHECK(c.back() == dtsim::fp16_bits(1.0f));
+    dtsim::fp16_sum(a.data(), a.data(), b.data(), a.size());
+    CHECK(a == c);
+}
