@@ -77,6 +77,7 @@ std::vector<Case> cases() {
 
 sim::Config config_of(const Case& c, int ranks) {
     sim::Config config;
+    config.host_memory_reuse = true;  // the executor keeps freed memory (profiler/process_memory)
     config.model = "mlp-8x1024";
     config.micro_batch = 128;
     config.topology = {1, ranks};

@@ -88,6 +88,7 @@ void run_validate(ValidateOptions o) {
             SimulateOptions so = o.config;
             so.strategy = strategy;
             configs.push_back(make_config(so));
+            configs.back().host_memory_reuse = true;  // the executor keeps freed memory (profiler/process_memory)
             configs.back().topology = {1, size};
         }
         std::vector<std::shared_ptr<const models::Workload>> workloads;

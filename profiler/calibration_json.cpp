@@ -190,6 +190,7 @@ std::string to_json_text(const Calibration& c) {
                  {"cpu_torch_adam_params_per_s", c.host.cpu_torch_adam_params_per_s},
                  {"nvme_read_gbps", c.host.nvme_read_gbps},
                  {"nvme_write_gbps", c.host.nvme_write_gbps}};
+    if (c.host.first_touch_gbps > 0) j["host"]["first_touch_gbps"] = c.host.first_touch_gbps;  // CPU calibrations
     j["overlap"] = {{"compute_slowdown_under_comm", c.overlap.compute_slowdown_under_comm},
                     {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute},
                     {"compute_slowdown_under_host", c.overlap.compute_slowdown_under_host},
@@ -253,6 +254,7 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
         c.host.cpu_adam_params_per_s = h.number_within("cpu_adam_params_per_s", kParamsPerS);
         c.host.cpu_torch_adam_params_per_s =
             h.has("cpu_torch_adam_params_per_s") ? h.number_within("cpu_torch_adam_params_per_s", kParamsPerS) : 0;
+        c.host.first_touch_gbps = h.has("first_touch_gbps") ? h.number_within("first_touch_gbps", kOptionalRateGbps) : 0;
         c.host.nvme_read_gbps = h.number_within("nvme_read_gbps", kOptionalRateGbps);
         c.host.nvme_write_gbps = h.number_within("nvme_write_gbps", kOptionalRateGbps);
     }

@@ -66,6 +66,7 @@ void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, 
     // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
     c.host.h2d_pinned_gbps = c.host.d2h_pinned_gbps = c.host.h2d_pageable_gbps = c.host.d2h_pageable_gbps = memcpy_gbps;
     c.host.cpu_adam_params_per_s = c.host.cpu_torch_adam_params_per_s = adam;
+    c.host.first_touch_gbps = pace_rate(bench_first_touch_gbps(64LL << 20, policy));
 }
 
 }  // namespace dtsim::profiler

@@ -233,6 +233,10 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         switch (t.kind) {
             case TaskKind::compute:
                 ns = t.layer >= 0 ? layer_ns(t) + elementwise_ns(t.bytes) : pass_ns(t.bytes, t.flops, t.launches);
+                if (plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0)
+                    for (const MemoryDelta& d : plan.memory_of(t))
+                        if (d.category == MemCategory::gradients && d.bytes > 0)
+                            ns += static_cast<double>(d.bytes) / cal_->host.first_touch_gbps;
                 break;
             case TaskKind::collective: {
                 // Plans repeat the same collective (per layer, per bucket): price each once.

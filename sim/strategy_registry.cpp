@@ -26,7 +26,9 @@ Plan lower(const models::Workload& workload, const Config& config) {
     config.validate();
     const auto& entry = strategies().find(config.strategy);
     Knobs knobs(entry.name, entry.value.knobs, config.knobs);
-    return entry.value.lower(workload, config, knobs);
+    Plan plan = entry.value.lower(workload, config, knobs);
+    plan.fresh_gradient_pages = !config.host_memory_reuse;
+    return plan;
 }
 
 }  // namespace dtsim::sim

@@ -17,6 +17,8 @@ test -s cal.json
 grep -q '"source": "measured"' cal.json
 grep -q '"backend": "cpu-mpi-openblas"' cal.json
 grep -q '"kind": "allreduce"' cal.json
+# The first-touch rate of fresh pages (torch's freed gradients come back from the OS) is measured.
+grep -Eq '"first_touch_gbps": [0-9.e+]+' cal.json
 # nccl-tests' columns were printed for every collective.
 grep -q 'busbw' calibrate.out
 

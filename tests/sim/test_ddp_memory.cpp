@@ -1,10 +1,12 @@
 // DDP's memory effects (strategy-semantics.md §1.5, §6) and buffer broadcasts (§1.8).
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 using namespace dtsim;
 using namespace dtsim::sim;
@@ -115,6 +117,35 @@ TEST_CASE("one rank: the reducer still copies gradients into buckets and back; i
     SimResult v = simulate(view, cal);
     for (const Task& t : v.plan.tasks) CHECK(t.phase != Phase::gradient_copy);
     CHECK(v.metrics.step_time_s < r.metrics.step_time_s);
+}
+
+TEST_CASE("torch's CPU default: gradients freed by zero_grad are faulted in again, at the first-touch rate") {
+    auto cal = calib::load_hardware("a100-sxm");
+    Config c = gpt2_config();
+    const SimResult plain = simulate(c, cal);  // a preset: no first-touch rate, no cost
+    cal.host.first_touch_gbps = 2.0;
+    const SimResult fresh = simulate(c, cal);
+    Config reuse = c;
+    reuse.host_memory_reuse = true;  // an allocator that keeps freed memory (dtsim's executor)
+    const SimResult kept = simulate(reuse, cal);
+    CHECK(fresh.plan.fresh_gradient_pages);
+    CHECK_FALSE(kept.plan.fresh_gradient_pages);
+    CHECK(kept.metrics.step_time_s == plain.metrics.step_time_s);
+    // Each backward task that allocates its layer's gradients pays bytes / rate; nothing else changes.
+    const auto base = CostModel(calib::load_hardware("a100-sxm")).price(plain.plan, *plain.workload);
+    const auto paid = CostModel(cal).price(fresh.plan, *fresh.workload);
+    REQUIRE(base.size() == paid.size());
+    std::int64_t gradient_bytes = 0;
+    for (std::size_t i = 0; i < paid.size(); ++i) {
+        std::int64_t allocated = 0;
+        for (const auto& d : fresh.plan.memory_of(fresh.plan.tasks[i]))
+            if (d.category == MemCategory::gradients && d.bytes > 0) allocated += d.bytes;
+        gradient_bytes += allocated;
+        const std::int64_t expected = base[i] + std::llround(static_cast<double>(allocated) / 2.0);
+        CHECK(std::abs(paid[i] - expected) <= 1);  // each price rounds to the nanosecond once
+    }
+    CHECK(gradient_bytes == fresh.workload->param_count() * 4);
+    CHECK(fresh.metrics.step_time_s > plain.metrics.step_time_s);
 }
 
 TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, before the first forward") {

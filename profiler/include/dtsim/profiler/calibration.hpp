@@ -107,6 +107,10 @@ struct HostSpec {
     double nvme_write_gbps = 0;
     // torch.optim.Adam stepping on the CPU (FSDP CPU offload): no SIMD-fused kernel.
     double cpu_torch_adam_params_per_s = 0;
+    // Memory fresh from the OS, first written (page faults and zeroing), beyond
+    // a write of mapped memory. 0: not measured, or a device whose allocator
+    // keeps its memory (CUDA's caching allocator): no cost.
+    double first_touch_gbps = 0;
 };
 
 // How much concurrent work slows other work (>= 1): compute and collectives;

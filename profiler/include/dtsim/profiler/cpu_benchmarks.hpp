@@ -41,6 +41,13 @@ struct FileIoResult {
 // reads after dropping it from the cache where possible); removes it after.
 FileIoResult bench_file_io(const std::string& directory, std::int64_t bytes, const RepeatPolicy& policy);
 
+// The rate at which memory fresh from the OS is first written, beyond the
+// cost of writing memory already mapped: page faults and the kernel's zeroing.
+// torch on CPU frees its gradients every step (zero_grad(set_to_none=True)),
+// glibc hands large freed blocks back to the OS, and the next backward writes
+// new pages. Each sample maps `bytes` anonymous memory, writes it, unmaps it.
+double bench_first_touch_gbps(std::int64_t bytes, const RepeatPolicy& policy);
+
 // A real Adam update (fp32 params, grads, m, v) over `parameters` elements.
 double bench_cpu_adam_params_per_s(std::int64_t parameters, const RepeatPolicy& policy);
 

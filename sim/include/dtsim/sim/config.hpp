@@ -45,6 +45,12 @@ struct Config {
     int ac_freq = 1;
     // BatchNorm layers synchronise their statistics across ranks (SyncBatchNorm).
     bool sync_batchnorm = false;
+    // The host allocator keeps freed memory for reuse (dtsim's executor tunes
+    // glibc so). false: torch's default on CPU, where glibc hands large freed
+    // blocks back to the OS and gradients freed by zero_grad(set_to_none=True)
+    // are faulted in again by the next backward, at the calibration's
+    // host.first_touch_gbps (calibrations without it, GPUs: no cost).
+    bool host_memory_reuse = false;
     // Which training iteration to simulate (1-based). Most strategies behave the
     // same from some iteration on; the default stands for that steady state.
     // DDP rebuilds buckets after iteration 1 (2 with static_graph), PowerSGD

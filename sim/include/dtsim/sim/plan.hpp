@@ -122,6 +122,9 @@ struct Plan {
     MemoryBreakdown resident{};  // allocated before the step starts and kept across steps
     std::vector<BucketInfo> buckets;
     std::vector<std::string> notes;  // facts the summary should tell the user
+    // Gradient memory allocated during the step comes fresh from the OS and its
+    // first write pays the host's first-touch rate (Config::host_memory_reuse false).
+    bool fresh_gradient_pages = false;
 
     int add_stream(std::string name, TaskKind kind);
     int add_group(CommGroup g);

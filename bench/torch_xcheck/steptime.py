@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Real torch DDP step times on this machine against dtsim's predictions, in one run.
+
+    .venv/bin/python bench/torch_xcheck/steptime.py --dtsim build/ci/cli/dtsim [--out FILE.md]
+
+Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
+
+1. torch (PyPI 2.x, gloo, one intra-op thread per rank): dtsim's mlp-LxW as
+   nn.Sequential of L x (Linear(W, W), ReLU), MSELoss, SGD, batch B per rank.
+   Cases: DDP on 1 rank; on 2 ranks with bucket_cap_mb 1, 25 and 100, with
+   gradient_as_bucket_view, and with the fp16 compression hook. Each case runs
+   twice (the run-to-run noise is printed); a step is zero_grad(set_to_none),
+   forward, loss, backward, optimizer step, timed on each rank, the slower rank
+   taken; the figure is the median over the steps after warm-up.
+2. Compute priced as torch runs it: PyPI torch does its CPU GEMMs with MKL
+   (`torch.__config__.show()`), not the OpenBLAS that dtsim's calibration
+   measures, so this times torch's own GEMMs at the model's shapes and layouts
+   (forward x.W^T, input gradient dY.W, weight gradient dY^T.X) and hands them
+   to dtsim as the calibration's GEMM points. Elementwise work, copies and the
+   optimizer stay on the calibration's measured memory rates.
+3. dtsim: `calibrate --backend gloo` (the transport torch uses), the GEMM points
+   merged in, then `simulate` for every case.
+4. It prints each prediction's error, the median and p90 of |error|, and
+   whether dtsim ranks the bucket sizes as torch does where torch's own
+   difference exceeds its run-to-run noise.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+# name -> (ranks, DDP keyword arguments / hook, dtsim --set knobs)
+CASES = {
+    "1 rank": (1, {}, []),
+    "bucket 1 MiB": (2, {"bucket_cap_mb": 1}, ["bucket_cap_mb=1"]),
+    "bucket 25 MiB": (2, {"bucket_cap_mb": 25}, ["bucket_cap_mb=25"]),
+    "bucket 100 MiB": (2, {"bucket_cap_mb": 100}, ["bucket_cap_mb=100"]),
+    "as bucket view": (2, {"gradient_as_bucket_view": True}, ["gradient_as_bucket_view=true"]),
+    "fp16 hook": (2, {"hook": "fp16"}, ["comm_hook=fp16_compress"]),
+}
+BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
+
+
+def build_model(layers: int, width: int):
+    import torch.nn as nn
+
+    mods = []
+    for _ in range(layers):
+        mods += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*mods)
+
+
+def ddp_worker(rank: int, world: int, init: str, layers: int, width: int, batch: int, steps: int, kwargs: dict,
+               out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(1)
+    kwargs = dict(kwargs)
+    hook = kwargs.pop("hook", None)
+    model = DDP(build_model(layers, width), **kwargs)
+    if hook == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.MSELoss()
+    x = torch.randn(batch, width)
+    y = torch.randn(batch, width)
+    times = []
+    for _ in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        local = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(local, op=dist.ReduceOp.MAX)
+        times.append(local.item())
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(times, f)
+    dist.destroy_process_group()
+
+
+def run_torch_case(ranks: int, kwargs: dict, a) -> float:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "times.json")
+        mp.spawn(ddp_worker, args=(ranks, "file://" + os.path.join(d, "store"), a.layers, a.width, a.batch, a.steps,
+                                   kwargs, out), nprocs=ranks)
+        with open(out) as f:
+            times = json.load(f)
+    return statistics.median(times[a.warmup:])
+
+
+def time_gemm_points(a) -> list[dict]:
+    """torch's own GEMMs (one thread) at the model's shapes, as dtsim's GEMM points (m, n, k, time_us)."""
+    import torch
+
+    torch.set_num_threads(1)
+    B, W = a.batch, a.width
+    x, w, bias, dy = torch.randn(B, W), torch.randn(W, W), torch.randn(W), torch.randn(B, W)
+
+    def mean_us(fn) -> float:
+        for _ in range(3):
+            fn()
+        samples = []
+        start = time.perf_counter()
+        while len(samples) < 10 or (time.perf_counter() - start < 0.3 and len(samples) < 200):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return statistics.fmean(samples)
+
+    forward = mean_us(lambda: torch.nn.functional.linear(x, w, bias))  # x.W^T + b: m=B, n=W, k=W
+    dgrad = mean_us(lambda: torch.mm(dy, w))                     # dY.W:  m=B, n=W, k=W (same shape as forward)
+    wgrad = mean_us(lambda: torch.mm(dy.t(), x))                 # dY^T.X: m=W, n=W, k=B
+    return [
+        {"dtype": "fp32", "m": B, "n": W, "k": W, "batch": 1, "time_us": (forward + dgrad) / 2,
+         "layouts": {"NT forward": forward, "NN input gradient": dgrad}},
+        {"dtype": "fp32", "m": W, "n": W, "k": B, "batch": 1, "time_us": wgrad, "layouts": {"TN weight gradient": wgrad}},
+    ]
+
+
+def dtsim_predict(dtsim: str, hardware: str, ranks: int, knobs: list[str], a) -> float:
+    cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
+           "--gpus-per-node", str(ranks), "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
+           "--strategy", "ddp", "--format", "json"]
+    for k in knobs:
+        cmd += ["--set", k]
+    r = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return float(json.loads(r.stdout)["step_time_s"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "ci", "cli", "dtsim"))
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--width", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=64, help="samples per rank")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--quick-calibration", action="store_true", help="calibrate --quick (collectives to 1 MiB only)")
+    ap.add_argument("--out", help="append the table to this markdown file")
+    a = ap.parse_args()
+    if not os.access(a.dtsim, os.X_OK):
+        print(f"steptime.py: {a.dtsim} is not an executable dtsim; build it first", file=sys.stderr)
+        return 2
+    import torch
+
+    busy = subprocess.run(["pgrep", "-c", "cc1plus"], capture_output=True, text=True).stdout.strip() or "0"
+    started = time.time()
+    measured: dict[str, list[float]] = {}
+    for rep in range(2):
+        for name, (ranks, kwargs, _) in CASES.items():
+            print(f"torch: {name} (run {rep + 1})", file=sys.stderr)
+            measured.setdefault(name, []).append(run_torch_case(ranks, kwargs, a))
+    gemms = time_gemm_points(a)
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OPENBLAS_NUM_THREADS="1")
+        gloo = os.path.join(d, "gloo.json")
+        cmd = ["mpirun", "-np", "2", "--oversubscribe", a.dtsim, "calibrate", "--backend", "gloo", "--io-dir", d,
+               "--out", gloo] + (["--quick"] if a.quick_calibration else [])
+        print("running:", " ".join(cmd), file=sys.stderr)
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+        with open(gloo) as f:
+            cal = json.load(f)
+        cal["gemm_points"] = [{k: v for k, v in g.items() if k != "layouts"} for g in gemms]
+        cal["name"] = cal["name"] + "+torch-gemms"
+        cal["provenance"]["notes"] += f"; GEMM points timed with torch {torch.__version__} (MKL) by steptime.py"
+        merged = os.path.join(d, "torch.json")
+        with open(merged, "w") as f:
+            json.dump(cal, f, indent=1)
+        predicted = {name: dtsim_predict(a.dtsim, merged, ranks, knobs, a) for name, (ranks, _, knobs) in CASES.items()}
+
+    lines = [f"## {datetime.date.today()}: torch {torch.__version__} DDP step times against dtsim "
+             f"(mlp-{a.layers}x{a.width}, batch {a.batch} per rank, SGD, fp32, gloo)", "",
+             f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
+             f"Run time {time.time() - started:.0f} s. torch: median step of steps {a.warmup + 1}-{a.steps}, "
+             "slower rank, two runs per case. dtsim: `calibrate --backend gloo`"
+             f"{' --quick' if a.quick_calibration else ''} with torch's GEMM times as its GEMM points:",
+             ""]
+    for g in gemms:
+        lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
+                     ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()))
+    lines += ["", "| case | ranks | torch run 1 (ms) | torch run 2 (ms) | noise | dtsim (ms) | error |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    errors = []
+    for name, (ranks, _, _) in CASES.items():
+        t1, t2 = measured[name]
+        t = (t1 + t2) / 2
+        noise = abs(t1 - t2) / t
+        err = predicted[name] / t - 1
+        errors.append(abs(err))
+        lines.append(f"| {name} | {ranks} | {t1 * 1e3:.1f} | {t2 * 1e3:.1f} | {noise * 100:.1f} % | "
+                     f"{predicted[name] * 1e3:.1f} | {err * 100:+.1f} % |")
+    errors.sort()
+    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
+    lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, p90 {p90 * 100:.1f} % "
+                  f"(targets: 10 %, 15 %)."]
+    # Ranking of the bucket sizes where torch's own difference exceeds its noise.
+    noise = max(abs(measured[n][0] - measured[n][1]) / statistics.fmean(measured[n]) for n in BUCKET_CASES)
+    agree, compared = 0, 0
+    for i, p in enumerate(BUCKET_CASES):
+        for q in BUCKET_CASES[i + 1:]:
+            tp, tq = statistics.fmean(measured[p]), statistics.fmean(measured[q])
+            if abs(tp - tq) / min(tp, tq) <= noise:
+                continue
+            compared += 1
+            agree += (tp < tq) == (predicted[p] < predicted[q])
+    lines.append(f"Bucket sizes: torch's run-to-run noise {noise * 100:.1f} %; of the {compared} pairs torch separates "
+                 f"by more than that, dtsim orders {agree} as torch does.")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
