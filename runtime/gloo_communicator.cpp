@@ -182,9 +182,10 @@ public:
     void allreduce_sum(float* data, std::int64_t count) override {
         worker_.run([&] { allreduce<float>(data, count); });
     }
-    // torch >= 2.8 sums c10::Half (vectorized conversions), not gloo::float16,
-    // whose element-by-element software conversions ran 3x slower here: the
-    // sum is dtsim's, one rounding per element as both do.
+    // torch >= 2.8 sums c10::Half, converting each element through float, not
+    // gloo::float16, whose software conversions ran 3x torch's time here. The
+    // sum is dtsim's (F16C conversions: 0.5-0.6x torch's time at 4 MiB and up,
+    // bench/results/torch_xcheck.md), one rounding per element as both do.
     void allreduce_sum(Half* data, std::int64_t count) override {
         worker_.run([&] { allreduce<Half>(data, count, &half_sum); });
     }

@@ -16,9 +16,8 @@ float round_to_fp16(float f);
 float round_to_bf16(float f);
 
 // Bulk fp16 conversions, bit-identical to fp16_value / fp16_bits for every
-// finite value and infinity (NaNs stay NaN): through the CPU's F16C
-// instructions where it has them, as torch's c10::Half vectorizes, else one
-// element at a time.
+// finite value and infinity (NaNs stay NaN): eight at a time through the
+// CPU's F16C instructions where it has them, else one element at a time.
 void fp16_to_float(const std::uint16_t* in, float* out, std::size_t n);
 void float_to_fp16(const float* in, std::uint16_t* out, std::size_t n);
 // c[i] = fp16(a[i] + b[i]) in float, one rounding per element (c may alias a or b).
