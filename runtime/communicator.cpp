@@ -17,14 +17,6 @@ std::string_view to_string(CommBackend b) {
     return b == CommBackend::gloo ? "gloo" : "mpi";
 }
 
-CommBackend comm_backend_from_string(std::string_view s, std::string_view option) {
-    if (s == "mpi") return CommBackend::mpi;
-    if (s == "gloo") return CommBackend::gloo;
-    throw ConfigError(fmt::format("{} {}: expected mpi (Open MPI, shared memory on one node) or gloo (TCP, as "
-                                  "torch.distributed's gloo backend runs on CPU)",
-                                  option, s));
-}
-
 namespace {
 
 int mpi_count(std::int64_t count) {

@@ -43,6 +43,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -184,8 +185,9 @@ public:
     }
     // torch >= 2.8 sums c10::Half, converting each element through float, not
     // gloo::float16, whose software conversions ran 3x torch's time here. The
-    // sum is dtsim's (F16C conversions: 0.5-0.6x torch's time at 4 MiB and up,
-    // bench/results/torch_xcheck.md), one rounding per element as both do.
+    // sum is dtsim's (F16C conversions: 0.5-0.6x torch's time from 16 MiB,
+    // 0.76-0.87x at 4-8 MiB; bench/results/torch_xcheck.md), one rounding per
+    // element as both do.
     void allreduce_sum(Half* data, std::int64_t count) override {
         worker_.run([&] { allreduce<Half>(data, count, &half_sum); });
     }
@@ -279,8 +281,10 @@ private:
     Worker worker_;  // last: stopped before the context goes
 };
 
-}  // namespace
-
+// When launched by mpirun (OMPI_COMM_WORLD_SIZE set), bound to exactly one
+// CPU and with more online: widens this thread's affinity (threads it starts
+// inherit it) to every online CPU and returns a note saying so; else changes
+// nothing and returns "".
 std::string unbind_as_torchrun_does() {
     if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return "";
     cpu_set_t mine;
@@ -299,6 +303,8 @@ std::string unbind_as_torchrun_does() {
         "mp.spawn leave torch's ranks (mpirun --bind-to none avoids the binding)",
         online);
 }
+
+}  // namespace
 
 std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm) {
     static const std::string note = unbind_as_torchrun_does();

@@ -225,6 +225,8 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         std::int32_t group;
         bool operator==(const CollectiveKey&) const = default;
     };
+    // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
+    const bool first_touch = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0;
     std::vector<CollectiveKey> collective_keys;
     std::vector<double> collective_prices;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
@@ -233,7 +235,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         switch (t.kind) {
             case TaskKind::compute:
                 ns = t.layer >= 0 ? layer_ns(t) + elementwise_ns(t.bytes) : pass_ns(t.bytes, t.flops, t.launches);
-                if (plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0)
+                if (first_touch)
                     for (const MemoryDelta& d : plan.memory_of(t))
                         if (d.category == MemCategory::gradients && d.bytes > 0)
                             ns += static_cast<double>(d.bytes) / cal_->host.first_touch_gbps;

@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from dtsim_run import calibrate, compilers_running, publish
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 KINDS = ["allreduce", "allreduce_fp16", "allgather", "reduce_scatter", "broadcast"]
@@ -102,17 +104,6 @@ def measure_torch(sizes: list[int], budget_s: float) -> dict[str, dict[int, floa
     return {k: {int(s): v for s, v in d.items()} for k, d in raw.items()}
 
 
-def calibrate(dtsim: str, backend: str, workdir: str, quick: bool) -> dict:
-    out = os.path.join(workdir, f"{backend}.json")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
-    cmd = ["mpirun", "-np", "2", "--oversubscribe", dtsim, "calibrate", "--backend", backend, "--io-dir", workdir,
-           "--out", out] + (["--quick"] if quick else [])
-    print("running:", " ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        return json.load(f)
-
-
 def points(cal: dict, kind: str, dtype: str = "fp32") -> dict[int, float]:
     for c in cal["collectives"]:
         if c["kind"] == kind and c.get("group_size", 0) == 2 and c.get("dtype", "fp32") == dtype:
@@ -130,7 +121,7 @@ def main() -> int:
     if not os.access(a.dtsim, os.X_OK):
         print(f"collectives.py: {a.dtsim} is not an executable dtsim; build it first", file=sys.stderr)
         return 2
-    busy = subprocess.run(["pgrep", "-c", "cc1plus"], capture_output=True, text=True).stdout.strip() or "0"
+    busy = compilers_running()
     started = time.time()
     with tempfile.TemporaryDirectory() as d:
         gloo = calibrate(a.dtsim, "gloo", d, a.quick)
@@ -167,11 +158,7 @@ def main() -> int:
     lines += ["### Median |error| against torch", "", "| call | sizes | dtsim gloo | dtsim MPI |", "|---|---:|---:|---:|"]
     for kind, eg, em, n in summary:
         lines.append(f"| {kind} | {n} | {eg * 100:.1f} % | {em * 100:.1f} % |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+    publish(lines, a.out)
     return 0
 
 

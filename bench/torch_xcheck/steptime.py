@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from dtsim_run import calibrate, compilers_running, publish
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -166,7 +168,7 @@ def main() -> int:
         return 2
     import torch
 
-    busy = subprocess.run(["pgrep", "-c", "cc1plus"], capture_output=True, text=True).stdout.strip() or "0"
+    busy = compilers_running()
     started = time.time()
     measured: dict[str, list[float]] = {}
     for rep in range(2):
@@ -175,15 +177,7 @@ def main() -> int:
             measured.setdefault(name, []).append(run_torch_case(ranks, kwargs, a))
     gemms = time_gemm_points(a)
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OPENBLAS_NUM_THREADS="1")
-        gloo = os.path.join(d, "gloo.json")
-        cmd = ["mpirun", "-np", "2", "--oversubscribe", a.dtsim, "calibrate", "--backend", "gloo", "--io-dir", d,
-               "--out", gloo] + (["--quick"] if a.quick_calibration else [])
-        print("running:", " ".join(cmd), file=sys.stderr)
-        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-        with open(gloo) as f:
-            cal = json.load(f)
+        cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration)
         cal["gemm_points"] = [{k: v for k, v in g.items() if k != "layouts"} for g in gemms]
         cal["name"] = cal["name"] + "+torch-gemms"
         cal["provenance"]["notes"] += f"; GEMM points timed with torch {torch.__version__} (MKL) by steptime.py"
@@ -229,11 +223,7 @@ def main() -> int:
             agree += (tp < tq) == (predicted[p] < predicted[q])
     lines.append(f"Bucket sizes: torch's run-to-run noise {noise * 100:.1f} %; of the {compared} pairs torch separates "
                  f"by more than that, dtsim orders {agree} as torch does.")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        with open(a.out, "a") as f:
-            f.write("\n" + text)
+    publish(lines, a.out)
     return 0
 
 

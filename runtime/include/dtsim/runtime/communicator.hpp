@@ -8,15 +8,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <string_view>
 
 namespace dtsim::runtime {
 
 enum class CommBackend : std::uint8_t { mpi, gloo };
 std::string_view to_string(CommBackend b);
-// "mpi" or "gloo"; throws ConfigError naming `option` otherwise.
-CommBackend comm_backend_from_string(std::string_view s, std::string_view option);
 
 // IEEE half precision, bit for bit (gloo::float16's layout).
 using Half = std::uint16_t;
@@ -62,17 +59,11 @@ private:
 // interface named by GLOO_SOCKET_IFNAME, as torch does, else this host's name,
 // else the loopback. Every call runs on the communicator's worker thread while
 // the caller waits, as ProcessGroupGloo runs its work. A process that mpirun
-// bound to one CPU is unbound first (see unbind_as_torchrun_does).
+// bound to one CPU is unbound first: torchrun and mp.spawn leave torch's ranks
+// unbound, and gloo's worker and event-loop threads sharing one core wait a
+// scheduler tick per message (a 1 KiB allreduce: 4.9 ms bound, 1.0 ms unbound
+// on the 2-core development machine). The rank says so on stderr once.
 std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm);
 
-// torchrun and mp.spawn leave ranks unbound, but mpirun binds each of 2 or
-// fewer ranks to one core by default. gloo's worker and event-loop threads then
-// share that core and every message waits for a scheduler tick: a 1 KiB
-// allreduce took 4.9 ms bound and 1.0 ms unbound on the 2-core development
-// machine. When launched by mpirun (OMPI_COMM_WORLD_SIZE set), bound to exactly
-// one CPU and with more online, this widens the process's affinity to every
-// online CPU and returns a one-line note saying so; otherwise it changes
-// nothing and returns "". Safe to call more than once.
-std::string unbind_as_torchrun_does();
 
 }  // namespace dtsim::runtime
