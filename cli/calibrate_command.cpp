@@ -48,6 +48,7 @@ struct CalibrateOptions {
     std::vector<std::string> import_nccl_tests;
     std::string base = "h100-sxm";
     std::string scope = "intra_node";
+    std::string nccl_tests_group = "out-of-place";
 };
 
 // The ranks of this calibration (MPI started here when mpirun did not).
@@ -201,22 +202,38 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
 #endif
 
 // nccl-tests output becomes the collective part of a calibration whose other
-// parts come from --base.
-Calibration import_nccl_tests(const CalibrateOptions& o) {
+// parts come from --base. Each table prices its own element type (the `type`
+// column); types dtsim does not price (integers, double, fp8) are left out and
+// named. `skipped` receives one line per table left out.
+Calibration import_nccl_tests(const CalibrateOptions& o, std::vector<std::string>& skipped) {
     Calibration c = calib::load_hardware(o.base, "--base");
     const calib::LinkScope scope = calib::link_scope_from_string(o.scope);
+    const auto group = profiler::nccl_tests_group_from_string(o.nccl_tests_group);
     std::vector<std::string> imported;
     for (const auto& file : o.import_nccl_tests)
-        for (const auto& run : profiler::read_nccl_tests(file)) {
+        for (const auto& run : profiler::read_nccl_tests(file, group)) {
+            if (!run.dtype) {
+                skipped.push_back(fmt::format("{} x{} of type {} from {}", to_string(run.kind), run.nranks, run.type,
+                                              file));
+                continue;
+            }
             std::erase_if(c.collectives, [&](const calib::CollectiveCurve& x) {
-                return x.kind == run.kind && x.scope == scope && x.group_size == run.nranks;
+                return x.kind == run.kind && x.scope == scope && x.group_size == run.nranks && x.dtype == *run.dtype;
             });
-            c.collectives.push_back(profiler::fit_collective(run.kind, scope, run.nranks, run.points));
-            imported.push_back(fmt::format("{} x{} from {}", to_string(run.kind), run.nranks, file));
+            auto curve = profiler::fit_collective(run.kind, scope, run.nranks, run.points);
+            curve.dtype = *run.dtype;
+            c.collectives.push_back(std::move(curve));
+            imported.push_back(fmt::format("{} {} x{} {} from {}", to_string(run.kind), to_string(*run.dtype),
+                                           run.nranks, to_string(run.group), file));
         }
+    if (imported.empty())
+        throw ConfigError(fmt::format("--import-nccl-tests: no table of a type dtsim prices in {} (found {}); "
+                                      "dtsim prices nccl-tests' float, half and bfloat16 tables",
+                                      fmt::join(o.import_nccl_tests, ", "), fmt::join(skipped, "; ")));
     c.name = o.name.empty() ? c.name + "+nccl-tests" : o.name;
     c.provenance.source = "measured";
     c.provenance.date = profiler::utc_timestamp();
+    c.provenance.backend = fmt::format("{}+nccl-tests", c.provenance.backend);
     c.provenance.notes =
         fmt::format("collectives imported from nccl-tests ({}); the rest from {}", fmt::join(imported, "; "), o.base);
     return c;
@@ -224,9 +241,12 @@ Calibration import_nccl_tests(const CalibrateOptions& o) {
 
 void run_calibrate(const CalibrateOptions& o) {
     if (!o.import_nccl_tests.empty()) {
-        const Calibration c = import_nccl_tests(o);
+        std::vector<std::string> skipped;
+        const Calibration c = import_nccl_tests(o, skipped);
         calib::write_calibration(c, o.out);
-        fmt::print("wrote {} ({} collective curves)\n", o.out, c.collectives.size());
+        fmt::print("wrote {} ({} collective curves; {})\n", o.out, c.collectives.size(), c.provenance.notes);
+        for (const auto& s : skipped)
+            fmt::print("left out {}: dtsim prices float, half and bfloat16 collectives only\n", s);
         return;
     }
 #ifndef DTSIM_HAVE_CUDA
@@ -280,11 +300,17 @@ void add_calibrate_command(CLI::App& app) {
     cmd->add_option("--scope", o->scope, "with --import-nccl-tests: intra_node or inter_node")
         ->check(CLI::IsMember({"intra_node", "inter_node"}))
         ->capture_default_str();
+    cmd->add_option("--nccl-tests-group", o->nccl_tests_group,
+                    "with --import-nccl-tests: which of nccl-tests' two timings to read: out-of-place, or in-place "
+                    "(the collective writes into its input, as DDP's bucket allreduce and FSDP's flat buffers do)")
+        ->check(CLI::IsMember({"out-of-place", "in-place"}))
+        ->capture_default_str();
     cmd->footer(
         "Examples:\n"
         "  mpirun -np 2 ./dtsim calibrate --backend cpu --out cal.json\n"
         "  mpirun -np 2 ./dtsim calibrate --backend gloo --out torch-cpu.json   # to predict torch on CPU\n"
         "  ./dtsim calibrate --import-nccl-tests all_reduce_perf.txt --base h100-sxm --out cal.json\n"
+        "  ./dtsim calibrate --import-nccl-tests ar_half.txt --nccl-tests-group in-place --base h100-sxm -o cal.json\n"
         "  ./dtsim simulate --model gpt2 --hardware cal.json --nodes 1 --gpus-per-node 2");
     cmd->callback([o] { run_calibrate(*o); });
 }

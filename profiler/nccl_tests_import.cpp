@@ -7,8 +7,10 @@
 // out-of-place group time algbw busbw #wrong, then the in-place group), and a
 // footer (`# Out of bounds values`, `# Avg bus bandwidth`). Column positions
 // come from the header, so -C (cputime), -S (timestamp) and -I (per-iteration
-// columns) need no special cases. A file may hold several runs; a row whose
-// size does not grow starts a new sweep (-d all, -o all, -R).
+// columns) need no special cases. The `type` column names the element type;
+// the first time column is the out-of-place group's, the second the in-place
+// group's. A file may hold several runs; a row whose size does not grow, or
+// whose type changes, starts a new sweep (-d all, -o all, -R).
 #include "dtsim/profiler/nccl_tests_import.hpp"
 
 #include "dtsim/common/error.hpp"
@@ -50,6 +52,15 @@ constexpr std::int64_t kMaxRanks = 1 << 20;           // more GPUs than any clus
 constexpr std::size_t kMaxRowsPerRun = 10000;         // nccl-tests sweeps a few dozen sizes
 
 constexpr const char* kExpectedOutput = "nccl-tests output (the text a *_perf binary prints, or its -J JSON)";
+
+// nccl-tests' type names (common.cu's test_typenames) that dtsim prices; the
+// integer, double and fp8 types are read but priced by no curve.
+std::optional<DType> dtype_of_type_name(const std::string& type) {
+    if (type == "float") return DType::fp32;
+    if (type == "half") return DType::fp16;
+    if (type == "bfloat16") return DType::bf16;
+    return std::nullopt;
+}
 
 std::string lower(std::string_view s) {
     std::string out(s);
@@ -161,6 +172,7 @@ struct Preamble {
 struct PendingRun {
     Preamble preamble;
     int first_line = 0;
+    std::string type;
     std::vector<calib::CollectivePoint> points;
 };
 
@@ -192,12 +204,25 @@ NcclTestsRun finish_run(const PendingRun& run, const std::string& text, const st
     }
     out.points = run.points;
     out.nccl_version = run.preamble.nccl_version;
+    out.type = run.type;
+    out.dtype = dtype_of_type_name(run.type);
     return out;
 }
 
 }  // namespace
 
-std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const std::string& file) {
+NcclTestsGroup nccl_tests_group_from_string(const std::string& name) {
+    if (name == "out-of-place") return NcclTestsGroup::out_of_place;
+    if (name == "in-place") return NcclTestsGroup::in_place;
+    throw ConfigError(fmt::format("nccl-tests group `{}`: expected out-of-place or in-place", name));
+}
+
+std::string to_string(NcclTestsGroup g) {
+    return g == NcclTestsGroup::in_place ? "in-place" : "out-of-place";
+}
+
+std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const std::string& file,
+                                                NcclTestsGroup group) {
     check_text(text, file, kExpectedOutput);
     static const std::regex library_version("nccl-library=([0-9]+)");
     static const std::regex headers_version("nccl-headers=([0-9]+)");
@@ -208,7 +233,8 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
     Preamble preamble;
     bool preamble_used = false;  // a table followed the preamble: the next preamble line starts afresh
     bool in_table = false;
-    std::size_t time_col = 5;  // column of the out-of-place time
+    std::size_t time_col = 5;  // column of the chosen group's time
+    std::size_t type_col = 2;
     std::size_t min_cols = 9;  // size count type redop root time algbw busbw #wrong
     std::vector<std::string> header_cols;
     std::optional<PendingRun> current;
@@ -278,19 +304,28 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
                 preamble_line();
                 ++preamble.rank_lines;
             } else if (starts_with(body, "size ")) {
-                // The column header: find the first time column.
+                // The column header: the type column and the groups' time columns.
                 auto cols = split_ws(body);
-                auto it = std::find_if(cols.begin(), cols.end(),
-                                       [](const std::string& c) { return c == "time" || c == "cputime"; });
+                std::vector<std::size_t> time_cols;
+                for (std::size_t c = 0; c < cols.size(); ++c)
+                    if (cols[c] == "time" || cols[c] == "cputime") time_cols.push_back(c);
                 auto wrong = std::find(cols.begin(), cols.end(), "#wrong");
-                if (it == cols.end() || wrong == cols.end() || cols.size() < 5) {
+                auto type = std::find(cols.begin(), cols.end(), "type");
+                if (time_cols.empty() || wrong == cols.end() || type == cols.end() || cols.size() < 5) {
                     throw ParseError(file, fmt::format("line {}", line_no),
                                      "expected nccl-tests' column header `size count type redop root time algbw busbw "
                                      "#wrong ...`");
                 }
+                const std::size_t g = group == NcclTestsGroup::in_place ? 1 : 0;
+                if (g >= time_cols.size()) {
+                    throw ParseError(file, fmt::format("line {}", line_no),
+                                     "the table has no in-place group (a second `time algbw busbw #wrong` block); "
+                                     "import its out-of-place times instead");
+                }
                 close_sweep();
                 header_cols = cols;
-                time_col = static_cast<std::size_t>(it - cols.begin());
+                time_col = time_cols[g];
+                type_col = static_cast<std::size_t>(type - cols.begin());
                 // A row reaches #wrong and, from the time column, time algbw busbw #wrong.
                 min_cols = std::max(static_cast<std::size_t>(wrong - cols.begin()) + 1, time_col + 4);
                 in_table = true;
@@ -328,9 +363,9 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
         auto time = parse_double(cols[time_col]);
         if (!time || *time <= 0 || *time > kMaxTimeUs) {
             throw ParseError(file, at(time_col),
-                             fmt::format("expected the out-of-place time in microseconds, > 0 and <= 1e+09 (1,000 s "
+                             fmt::format("expected the {} time in microseconds, > 0 and <= 1e+09 (1,000 s "
                                          "for one collective is a broken run), found `{}`",
-                                         cols[time_col]));
+                                         to_string(group), cols[time_col]));
         }
         for (std::size_t col : {time_col + 1, time_col + 2}) {
             auto bw = parse_double(cols[col]);
@@ -347,9 +382,12 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
         }
         // nccl-tests -b 0 prints a row of 0 bytes: it moves no data, so it says nothing of a curve.
         if (*size == 0) continue;
-        if (current && !current->points.empty() && *size <= current->points.back().size_bytes) close_sweep();
+        const std::string& type = cols[type_col];
+        if (current && !current->points.empty() &&
+            (*size <= current->points.back().size_bytes || type != current->type))
+            close_sweep();
         if (!current) {
-            current = PendingRun{preamble, line_no, {}};
+            current = PendingRun{preamble, line_no, type, {}};
         }
         if (current->points.size() >= kMaxRowsPerRun)
             throw ParseError(file, fmt::format("line {}", line_no),
@@ -366,11 +404,15 @@ std::vector<NcclTestsRun> parse_nccl_tests_text(const std::string& text, const s
     }
     std::vector<NcclTestsRun> out;
     out.reserve(runs.size());
-    for (const auto& r : runs) out.push_back(finish_run(r, text, file));
+    for (const auto& r : runs) {
+        out.push_back(finish_run(r, text, file));
+        out.back().group = group;
+    }
     return out;
 }
 
-std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const std::string& file) {
+std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const std::string& file,
+                                                NcclTestsGroup group) {
     Json doc = parse_json_text(text, file, "the JSON nccl-tests writes with -J");
     JsonView root(doc, file);
     if (!doc.is_object()) root.fail("", "expected a JSON object (the file nccl-tests writes with -J)");
@@ -444,10 +486,19 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
         JsonView row = results.at(i);
         const std::int64_t size = row.integer_within(
             "size", Bounds{.min = 0, .max = kMaxSizeBytes, .why_max = "1 PiB; nccl-tests sweeps up to a few GiB"});
-        // Trace replay writes no out-of-place group; fall back to in-place.
-        std::string group =
-            row.has("out_of_place") && !row.value()["out_of_place"].is_null() ? "out_of_place" : "in_place";
-        JsonView g = row.at(group);
+        // The chosen group. Trace replay writes no out-of-place group, so an
+        // out-of-place import falls back to in-place there, and says so.
+        auto present = [&](const char* key) { return row.has(key) && !row.value()[key].is_null(); };
+        NcclTestsGroup used = group;
+        if (group == NcclTestsGroup::out_of_place && !present("out_of_place")) used = NcclTestsGroup::in_place;
+        JsonView g = row.at(used == NcclTestsGroup::in_place ? "in_place" : "out_of_place");
+        // The element type; JSON written before nccl-tests named it is float.
+        std::string type = "float";
+        if (row.has("type")) {
+            if (!row.value()["type"].is_string())
+                row.fail("type", "expected nccl-tests' type name, e.g. \"float\", \"half\" or \"bfloat16\"");
+            type = row.value()["type"].get<std::string>();
+        }
         const char* time_key = g.has("time") ? "time" : "cpu_time";
         if (!g.has(time_key)) g.fail("time", "missing: expected `time` (or `cpu_time` with -C 1) in microseconds");
         const double t = g.number_within(
@@ -455,8 +506,9 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
                              .why_max = "1,000 s for one collective is a broken run"});
         // nccl-tests -b 0 writes a row of 0 bytes: it moves no data, so it says nothing of a curve.
         if (size == 0) continue;
-        if (out.empty() || (!out.back().points.empty() && size <= out.back().points.back().size_bytes)) {
-            out.push_back(NcclTestsRun{kind, static_cast<int>(nranks), {}, version});
+        if (out.empty() || out.back().type != type || out.back().group != used ||
+            (!out.back().points.empty() && size <= out.back().points.back().size_bytes)) {
+            out.push_back(NcclTestsRun{kind, static_cast<int>(nranks), {}, version, type, dtype_of_type_name(type), used});
         }
         out.back().points.push_back({size, t});
     }
@@ -464,16 +516,16 @@ std::vector<NcclTestsRun> parse_nccl_tests_json(const std::string& text, const s
     return out;
 }
 
-std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text, const std::string& file) {
+std::vector<NcclTestsRun> parse_nccl_tests(const std::string& text, const std::string& file, NcclTestsGroup group) {
     // nccl-tests' text output starts with '#' or NCCL log lines, never '{': a
     // file that starts with '{' is JSON, and a syntax error in it is reported as such.
     std::size_t first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, file);
-    return parse_nccl_tests_text(text, file);
+    if (first != std::string::npos && text[first] == '{') return parse_nccl_tests_json(text, file, group);
+    return parse_nccl_tests_text(text, file, group);
 }
 
-std::vector<NcclTestsRun> read_nccl_tests(const std::string& path) {
-    return parse_nccl_tests(read_config_file(path), path);
+std::vector<NcclTestsRun> read_nccl_tests(const std::string& path, NcclTestsGroup group) {
+    return parse_nccl_tests(read_config_file(path), path, group);
 }
 
 }  // namespace dtsim::profiler

@@ -258,6 +258,50 @@ TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibrat
     CHECK_THAT(missing.err, Catch::Contains("no_such_file.txt"));
 }
 
+TEST_CASE("calibrate --import-nccl-tests gives a half table its own dtype and reads the chosen group") {
+    std::string text = read_text(fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt");
+    for (auto at = text.find(" float "); at != std::string::npos; at = text.find(" float ", at))
+        text.replace(at, 7, "  half ");
+    std::ofstream(scratch_dir() / "ar_half.txt") << text;
+    auto allreduce_x8 = [](const nlohmann::json& cal, const std::string& dtype) {
+        for (const auto& c : cal["collectives"])
+            if (c["kind"] == "allreduce" && c["group_size"] == 8 && c.value("dtype", "fp32") == dtype) return c;
+        return nlohmann::json();
+    };
+    Run out_of_place = run_dtsim("calibrate --import-nccl-tests ar_half.txt --base h100-sxm --out half_oop.json");
+    REQUIRE(out_of_place.exit_code == 0);
+    CHECK_THAT(out_of_place.out, Catch::Contains("allreduce fp16 x8 out-of-place"));
+    const auto oop = nlohmann::json::parse(read_text(scratch_dir() / "half_oop.json"));
+    const auto half = allreduce_x8(oop, "fp16");
+    REQUIRE_FALSE(half.is_null());
+    CHECK(half["points_size_bytes_time_us"][0][1] == Approx(14.21));
+    bool fp32_kept = false;  // the preset's fp32 allreduce curve (for any group size) stays
+    for (const auto& c : oop["collectives"])
+        fp32_kept = fp32_kept || (c["kind"] == "allreduce" && c.value("dtype", "fp32") == "fp32");
+    CHECK(fp32_kept);
+    CHECK_THAT(oop["provenance"]["backend"].get<std::string>(), Catch::EndsWith("+nccl-tests"));
+    CHECK_THAT(oop["provenance"]["notes"].get<std::string>(), Catch::Contains("ar_half.txt"));
+
+    Run in_place = run_dtsim(
+        "calibrate --import-nccl-tests ar_half.txt --nccl-tests-group in-place --base h100-sxm --out half_ip.json");
+    REQUIRE(in_place.exit_code == 0);
+    const auto ip = allreduce_x8(nlohmann::json::parse(read_text(scratch_dir() / "half_ip.json")), "fp16");
+    REQUIRE_FALSE(ip.is_null());
+    CHECK(ip["points_size_bytes_time_us"][0][1] == Approx(14.05));
+
+    // A table of a type dtsim does not price is named and refused, and writes nothing.
+    for (auto at = text.find("  half "); at != std::string::npos; at = text.find("  half ", at))
+        text.replace(at, 7, " int32 ");
+    std::ofstream(scratch_dir() / "ar_int.txt") << text;
+    Run ints = run_dtsim("calibrate --import-nccl-tests ar_int.txt --base h100-sxm --out ints.json");
+    CHECK(ints.exit_code == 2);
+    CHECK_THAT(ints.err, Catch::Contains("ar_int.txt") && Catch::Contains("int32"));
+    CHECK_FALSE(fs::exists(scratch_dir() / "ints.json"));
+    Run group = run_dtsim("calibrate --import-nccl-tests ar_half.txt --nccl-tests-group inplace --out g.json");
+    CHECK(group.exit_code != 0);
+    CHECK_THAT(group.err, Catch::Contains("--nccl-tests-group"));
+}
+
 TEST_CASE("calibrate --model measures the model's own GEMM shapes, MLPs included") {
     Run r = run_dtsim("calibrate --backend cpu --quick --model mlp-2x96 --micro-batch 24 --out mlp_cal.json");
     REQUIRE(r.exit_code == 0);

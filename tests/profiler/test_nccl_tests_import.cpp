@@ -109,6 +109,81 @@ TEST_CASE("nccl-tests text: a new sweep inside one table starts a new run", "[nc
     REQUIRE(runs[1].points.size() == 2);
     CHECK(runs[1].points[0].time_us == Approx(13.90));
     CHECK(runs[1].kind == CollectiveKind::allreduce);
+    CHECK(runs[0].type == "float");
+    CHECK(runs[0].dtype == DType::fp32);
+    CHECK(runs[1].type == "half");
+    CHECK(runs[1].dtype == DType::fp16);
+}
+
+TEST_CASE("nccl-tests text: the type column names each run's dtype, and a type change starts a run", "[nccl_tests]") {
+    std::string text = read_text(data_path("all_reduce_perf_8rank.txt"));
+    // -d all with growing sizes across types: only the type tells the runs apart.
+    std::string more =
+        "   536870912     268435456  bfloat16     sum      -1  2010.00  267.09  467.41       0  2001.00  268.29  "
+        "469.51       0\n"
+        "  1073741824     268435456    int32     sum      -1  4100.00  261.89  458.30       0  4090.00  262.53  "
+        "459.42       0\n";
+    text = replace(text, "# Out of bounds", more + "# Out of bounds");
+    auto runs = parse_nccl_tests_text(text, "types.txt");
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[0].points.size() == 10);
+    CHECK(runs[1].type == "bfloat16");
+    CHECK(runs[1].dtype == DType::bf16);
+    REQUIRE(runs[1].points.size() == 1);
+    CHECK(runs[1].points[0].time_us == Approx(2010.0));
+    CHECK(runs[2].type == "int32");
+    CHECK_FALSE(runs[2].dtype.has_value());  // read, but priced by no curve
+}
+
+TEST_CASE("nccl-tests: the in-place group is read when asked for", "[nccl_tests]") {
+    auto text_runs = read_nccl_tests(data_path("all_reduce_perf_8rank.txt"), NcclTestsGroup::in_place);
+    REQUIRE(text_runs.size() == 1);
+    CHECK(text_runs[0].group == NcclTestsGroup::in_place);
+    CHECK(text_runs[0].points.front().time_us == Approx(14.05));
+    CHECK(text_runs[0].points.back().time_us == Approx(1045.90));
+    // -C 1 names both groups' columns cputime.
+    auto cpu = read_nccl_tests(data_path("all_gather_perf_cputime.txt"), NcclTestsGroup::in_place);
+    CHECK(cpu[0].points[0].time_us == Approx(41.95));
+    auto json_runs = read_nccl_tests(data_path("all_reduce_perf_8rank.json"), NcclTestsGroup::in_place);
+    REQUIRE(json_runs.size() == 1);
+    CHECK(json_runs[0].points[0].time_us == Approx(35.96));
+    CHECK(json_runs[0].type == "float");
+    CHECK(json_runs[0].group == NcclTestsGroup::in_place);
+    CHECK(to_string(nccl_tests_group_from_string("in-place")) == "in-place");
+    CHECK_THROWS_AS(nccl_tests_group_from_string("inplace"), ConfigError);
+
+    // A table with one group has no in-place times to give.
+    std::string one_group =
+        "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 2\n"
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong\n"
+        "        1024           256     float     sum      -1    14.21    0.07    0.13       0\n";
+    std::string field;
+    std::string msg = parse_error([&] { parse_nccl_tests_text(one_group, "one.txt", NcclTestsGroup::in_place); },
+                                  &field);
+    CHECK(field == "line 3");
+    CHECK_THAT(msg, Catch::Contains("one.txt") && Catch::Contains("no in-place group"));
+    CHECK(parse_nccl_tests_text(one_group, "one.txt")[0].points[0].time_us == Approx(14.21));
+}
+
+TEST_CASE("nccl-tests JSON: each row's type splits the runs", "[nccl_tests]") {
+    std::string text = R"({"version": 2, "args": ["./all_reduce_perf", "-d", "all"],
+        "config": {"nthreads": 1, "ngpus": 2},
+        "results": [
+          {"size": 1024, "type": "float", "out_of_place": {"time": 10.0}, "in_place": {"time": 9.0}},
+          {"size": 4096, "type": "float", "out_of_place": {"time": 12.0}, "in_place": {"time": 11.0}},
+          {"size": 8192, "type": "half", "out_of_place": {"time": 13.0}, "in_place": {"time": 12.5}},
+          {"size": 16384, "type": "int8", "out_of_place": {"time": 14.0}, "in_place": {"time": 13.5}}]})";
+    auto runs = parse_nccl_tests_json(text, "dall.json");
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[0].dtype == DType::fp32);
+    CHECK(runs[0].points.size() == 2);
+    CHECK(runs[1].dtype == DType::fp16);
+    CHECK(runs[1].points[0].time_us == Approx(13.0));
+    CHECK_FALSE(runs[2].dtype.has_value());
+    CHECK(parse_nccl_tests_json(text, "dall.json", NcclTestsGroup::in_place)[1].points[0].time_us == Approx(12.5));
+    std::string field;
+    parse_error([&] { parse_nccl_tests_json(replace(text, "\"half\"", "16"), "dall.json"); }, &field);
+    CHECK(field == "/results/2/type");
 }
 
 TEST_CASE("nccl-tests JSON (-J): all_reduce_perf over 8 ranks", "[nccl_tests]") {
