@@ -140,7 +140,8 @@ int main() {
     const auto h100 = dtsim::calib::load_hardware("h100-sxm");
     const dtsim::sim::CostModel cost(h100);
     for (const auto& g : gemms) {
-        const auto forward = dtsim::models::make_gemm("linear", g.tokens, g.out, g.in, 1, dtsim::DType::bf16);
+        const auto forward = dtsim::models::make_gemm("linear", g.tokens, g.out, g.in, 1, dtsim::DType::bf16,
+                                                             dtsim::GemmLayout::nt);  // nn.Linear: x W^T
         double ns = cost.op_ns(forward);
         for (const auto& b : dtsim::models::gemm_backward(forward)) ns += cost.op_ns(b);
         report({g.what, "h100-sxm", "", false, 1, g.reference_s, ""}, ns * 1e-9, "ms", 1e3);

@@ -12,7 +12,7 @@ std::vector<profiler::GemmShape> gemm_shapes(const models::Workload& w, int& ski
         for (const auto* ops : {&layer.forward, &layer.backward})
             for (const auto& op : *ops) {
                 if (op.kind != models::OpKind::gemm) continue;
-                const profiler::GemmShape s{op.m * op.batch, op.n, op.k};
+                const profiler::GemmShape s{op.m * op.batch, op.n, op.k, op.layout};
                 if (2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) > max_flops)
                     ++skipped;
                 else

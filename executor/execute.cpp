@@ -467,8 +467,8 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
 
     if (r.mode == Mode::replay) {
         r.notes.push_back(
-            "replay: GEMMs run as fp32 cblas_sgemm at each op's m, n, k (batched GEMMs loop), whatever the "
-            "precision; elementwise ops, loss, embeddings and explicit passes run as memory passes over their "
+            "replay: GEMMs run as fp32 cblas_sgemm at each op's m, n, k and layout (NN, NT or TN; batched GEMMs "
+            "loop), whatever the precision; elementwise ops, loss, embeddings and explicit passes run as memory passes over their "
             "bytes (at most 32 MiB of scratch, streamed repeatedly); collectives are real MPI calls on bytes/4 "
             "floats.");
         bool host = false, io = false, flops = false;

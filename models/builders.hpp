@@ -40,7 +40,12 @@ public:
     DType dtype() const { return dtype_; }
     void param(std::string name, std::vector<std::int64_t> shape, int index);
     void gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch = 1,
-              bool with_input_grad = true);
+              bool with_input_grad = true, GemmLayout layout = GemmLayout::nn);
+    // torch's nn.Linear over `tokens` rows: y = x W^T, an NT GEMM.
+    void linear(std::string name, std::int64_t tokens, std::int64_t out_features, std::int64_t in_features,
+                bool with_input_grad = true) {
+        gemm(std::move(name), tokens, out_features, in_features, 1, with_input_grad, GemmLayout::nt);
+    }
     // Elementwise op in the activation dtype; its backward follows elementwise_backward.
     void elementwise(std::string name, std::int64_t bytes, double flops);
     void op(Op forward, std::vector<Op> backward);

@@ -93,14 +93,14 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& c, std::int64_t m
             LayerBuilder lb(p + "attn.c_attn", blk, dtype);
             lb.param(p + "attn.c_attn.weight", {h, 3 * h}, index++);
             lb.param(p + "attn.c_attn.bias", {3 * h}, index++);
-            lb.gemm("c_attn", T, 3 * h, h);
+            lb.gemm("c_attn", T, 3 * h, h);  // HF's Conv1D: x W with W stored in x out, an NN GEMM
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "attn.core", blk, dtype);
             if (attention == AttentionImpl::eager) {
-                lb.gemm("qk", s, s, hd, b * a);
+                lb.gemm("qk", s, s, hd, b * a, true, GemmLayout::nt);  // Q K^T
                 lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));  // scale + causal mask + softmax
                 lb.elementwise("attn_dropout", 2 * S2 * dt + S2, fpe::dropout * d(S2));
                 lb.gemm("av", s, hd, s, b * a);
@@ -160,7 +160,7 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& c, std::int64_t m
     }
     {
         LayerBuilder lb("lm_head", -1, dtype);  // weight tied to wte.weight
-        lb.gemm("lm_head", T, c.vocab, h);
+        lb.linear("lm_head", T, c.vocab, h);  // nn.Linear
         lb.save(T * h * dt);
         w.layers.push_back(std::move(lb).finish());
     }

@@ -96,20 +96,20 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
             lb.param(p + "self_attn.q_proj.weight", {h, h}, base + 0);
-            lb.gemm("q_proj", T, h, h);
+            lb.linear("q_proj", T, h, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
             lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + 1);
-            lb.gemm("k_proj", T, kvd, h);
+            lb.linear("k_proj", T, kvd, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
             lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2);
-            lb.gemm("v_proj", T, kvd, h);
+            lb.linear("v_proj", T, kvd, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
@@ -117,7 +117,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             add_rotary(lb, T * h, T * kvd);
             if (attention == AttentionImpl::eager) {
                 if (kvd < h) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * h) * dt, 0);
-                lb.gemm("qk", s, s, hd, b * a);
+                lb.gemm("qk", s, s, hd, b * a, true, GemmLayout::nt);  // Q K^T
                 lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));  // scale + causal mask + softmax
                 lb.gemm("av", s, hd, s, b * a);
                 lb.save(3 * T * h * dt + S2 * dt);
@@ -132,7 +132,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "self_attn.o_proj", blk, dtype);
             lb.param(p + "self_attn.o_proj.weight", {h, h}, base + 3);
-            lb.gemm("o_proj", T, h, h);
+            lb.linear("o_proj", T, h, h);
             lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
@@ -146,21 +146,21 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
             lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + 4);
-            lb.gemm("gate_proj", T, inter, h);
+            lb.linear("gate_proj", T, inter, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
             lb.param(p + "mlp.up_proj.weight", {inter, h}, base + 5);
-            lb.gemm("up_proj", T, inter, h);
+            lb.linear("up_proj", T, inter, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "mlp.down_proj", blk, dtype);
             lb.param(p + "mlp.down_proj.weight", {h, inter}, base + 6);
             add_swiglu(lb, T * inter);
-            lb.gemm("down_proj", T, h, inter);
+            lb.linear("down_proj", T, h, inter);
             lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
             lb.save(4 * T * inter * dt);
             w.layers.push_back(std::move(lb).finish());
@@ -177,7 +177,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     {
         LayerBuilder lb("lm_head", -1, dtype);
         lb.param("lm_head.weight", {c.vocab, h}, after + 1);
-        lb.gemm("lm_head", T, c.vocab, h);
+        lb.linear("lm_head", T, c.vocab, h);
         lb.save(T * h * dt);
         w.layers.push_back(std::move(lb).finish());
     }

@@ -27,7 +27,7 @@ Workload build_mlp(const std::string& name, std::int64_t layers, std::int64_t wi
         lb.param(prefix + ".weight", {width, width}, index++);
         lb.param(prefix + ".bias", {width}, index++);
         // The first Linear takes the raw input, which needs no gradient.
-        lb.gemm("linear", b, width, width, 1, /*with_input_grad=*/i != 0);
+        lb.linear("linear", b, width, width, /*with_input_grad=*/i != 0);
         lb.save(b * width * dt);
         if (i + 1 < layers) {
             lb.elementwise("relu", 2 * b * width * dt, flops_per_element::relu * static_cast<double>(b * width));

@@ -181,7 +181,7 @@ Workload build_resnet(const std::string& name, const ResNetConfig& c, std::int64
         LayerBuilder lb("fc", -1, dtype);
         lb.param("fc.weight", {c.classes, x.c}, rb.index_++);
         lb.param("fc.bias", {c.classes}, rb.index_++);
-        lb.gemm("fc", b, c.classes, x.c);
+        lb.linear("fc", b, c.classes, x.c);
         lb.save(b * x.c * dt);
         w.layers.push_back(std::move(lb).finish());
     }

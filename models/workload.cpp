@@ -9,7 +9,8 @@
 
 namespace dtsim::models {
 
-Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype) {
+Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
+             GemmLayout layout) {
     DTSIM_ASSERT(m > 0 && n > 0 && k > 0 && batch > 0, "GEMM " + name + " has a non-positive dimension");
     Op op;
     op.kind = OpKind::gemm;
@@ -19,6 +20,7 @@ Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, s
     op.k = k;
     op.batch = batch;
     op.dtype = dtype;
+    op.layout = layout;
     op.flops =
         2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
     op.align_elements = gemm_alignment(n, k);
@@ -41,10 +43,12 @@ std::vector<Op> gemm_backward(const Op& forward, bool with_input_grad) {
     // C[m,n] = A[m,k] * B[k,n]
     // dA[m,k] = dC[m,n] * B^T[n,k]: inner dimension n.
     if (with_input_grad)
-        out.push_back(
-            make_gemm(forward.name + ".dgrad", forward.m, forward.k, forward.n, forward.batch, forward.dtype));
-    // dB[k,n] = A^T[k,m] * dC[m,n]: inner dimension m.
-    out.push_back(make_gemm(forward.name + ".wgrad", forward.k, forward.n, forward.m, forward.batch, forward.dtype));
+        out.push_back(make_gemm(forward.name + ".dgrad", forward.m, forward.k, forward.n, forward.batch, forward.dtype,
+                                input_grad_layout(forward.layout)));
+    // dB[k,n] = A^T[k,m] * dC[m,n]: inner dimension m. (torch writes nn.Linear's
+    // dW as dC^T A, the n x k transpose of this product: the same work.)
+    out.push_back(make_gemm(forward.name + ".wgrad", forward.k, forward.n, forward.m, forward.batch, forward.dtype,
+                            weight_grad_layout(forward.layout)));
     // The same tensors, so the same leading dimensions (the tokens, m, are none of them).
     for (Op& op : out) op.align_elements = forward.align_elements;
     return out;
@@ -119,8 +123,8 @@ void LayerBuilder::param(std::string name, std::vector<std::int64_t> shape, int 
 }
 
 void LayerBuilder::gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
-                        bool with_input_grad) {
-    Op op = make_gemm(std::move(name), m, n, k, batch, dtype_);
+                        bool with_input_grad, GemmLayout layout) {
+    Op op = make_gemm(std::move(name), m, n, k, batch, dtype_, layout);
     backward_groups_.push_back(gemm_backward(op, with_input_grad));
     layer_.forward.push_back(std::move(op));
 }
@@ -220,9 +224,9 @@ void add_flash_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::
     const std::int64_t q_elems = b * s * heads * head_dim;
     const std::int64_t kv_elems = b * s * kv_heads * head_dim;
 
-    Op qk = make_gemm("flash.qk", s, live, head_dim, bh, dtype);
+    Op qk = make_gemm("flash.qk", s, live, head_dim, bh, dtype, GemmLayout::nt);  // Q K^T
     Op av = make_gemm("flash.av", s, head_dim, live, bh, dtype);
-    Op recompute = make_gemm("flash.qk.recompute", s, live, head_dim, bh, dtype);
+    Op recompute = make_gemm("flash.qk.recompute", s, live, head_dim, bh, dtype, GemmLayout::nt);
     recompute.recompute = true;
 
     std::vector<Op> qk_bwd = gemm_backward(qk);

@@ -71,7 +71,10 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
 
     // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
     std::vector<GemmShape> shapes = default_gemm_shapes(o.quick);
-    shapes.insert(shapes.end(), o.targets.gemm_shapes.begin(), o.targets.gemm_shapes.end());
+    const auto probes = layout_probe_shapes(o.quick);
+    shapes.insert(shapes.end(), probes.begin(), probes.end());
+    for (const auto& s : o.targets.gemm_shapes)  // a model's shapes, at the layouts it runs them with
+        if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
     c.gemm_points = bench_gemm(shapes, policy, phase(0.0, 0.35));
     for (auto& p : c.gemm_points) p.time_us = pace_time(p.time_us);
     // A CPU has no datasheet peak here: the fit estimates it as the rate large GEMMs approach.

@@ -11,9 +11,18 @@ namespace dtsim::calib {
 namespace {
 
 Json gemm_curve_json(const GemmCurve& c) {
-    return {{"dtype", to_string(c.dtype)}, {"peak_tflops", c.peak_tflops}, {"max_efficiency", c.max_efficiency},
-            {"half_m", c.half_m},          {"half_n", c.half_n},           {"half_k", c.half_k},
-            {"fit_error", c.fit_error},    {"align4_ratio", c.align4_ratio}, {"align2_ratio", c.align2_ratio}};
+    Json j = {{"dtype", to_string(c.dtype)}, {"peak_tflops", c.peak_tflops}, {"max_efficiency", c.max_efficiency},
+              {"half_m", c.half_m},          {"half_n", c.half_n},           {"half_k", c.half_k},
+              {"fit_error", c.fit_error},    {"align4_ratio", c.align4_ratio}, {"align2_ratio", c.align2_ratio}};
+    // Absent: as fast as NN (files before the layouts, and unmeasured presets).
+    if (c.nt_ratio != 1) j["nt_ratio"] = c.nt_ratio;
+    if (c.tn_ratio != 1) j["tn_ratio"] = c.tn_ratio;
+    return j;
+}
+
+GemmLayout layout_from_json(std::string_view name) {
+    if (auto l = gemm_layout_from_string(name)) return *l;
+    throw ConfigError(fmt::format("unknown GEMM layout '{}': expected nn, nt or tn", name));
 }
 
 Json collective_json(const CollectiveCurve& c) {
@@ -44,6 +53,8 @@ constexpr Bounds kTflops{.min = 0, .min_exclusive = true, .max = 1e6, .why_max =
 constexpr Bounds kEfficiency{.min = 0, .min_exclusive = true, .max = 1, .why_max = "a fraction of the peak"};
 constexpr Bounds kHalfDim{.min = 0, .max = 1e9, .why_max = "a GEMM dimension of 1e9 never occurs in a model"};
 constexpr Bounds kFitError{.min = 0, .max = 1e6, .why_max = "a relative error"};
+constexpr Bounds kLayoutRatio{.min = 0, .min_exclusive = true, .max = 10,
+                              .why_max = "a transposed layout 10x faster than NN is a broken measurement"};
 constexpr Bounds kSpread{.min = 0, .max = 1e6, .why_max = "(p90 - p10) / median of the repeats"};
 constexpr Bounds kSlowdown{.min = 1, .max = 100, .why_max = "a slowdown over 100x is a broken measurement"};
 constexpr Bounds kElementsPerS{.min = 0, .max = 1e15, .why_max = "no device touches 1e15 elements a second; 0: not limiting"};
@@ -86,6 +97,8 @@ GemmCurve read_gemm_curve(const JsonView& v) {
     // Optional: files from before the alignment classes read as unpenalised.
     c.align4_ratio = v.has("align4_ratio") ? v.number_within("align4_ratio", kEfficiency) : 1;
     c.align2_ratio = v.has("align2_ratio") ? v.number_within("align2_ratio", kEfficiency) : 1;
+    c.nt_ratio = v.has("nt_ratio") ? v.number_within("nt_ratio", kLayoutRatio) : 1;
+    c.tn_ratio = v.has("tn_ratio") ? v.number_within("tn_ratio", kLayoutRatio) : 1;
     return c;
 }
 
@@ -98,6 +111,7 @@ GemmPoint read_gemm_point(const JsonView& v) {
     p.batch = v.has("batch") ? v.integer_within("batch", kGemmDim) : 1;
     p.time_us = v.number_within("time_us", kTimeUs);
     p.spread = v.has("spread") ? v.number_within("spread", kSpread) : 0;
+    if (v.has("layout")) p.layout = enum_field(v, "layout", layout_from_json);  // absent: nn
     return p;
 }
 
@@ -178,6 +192,7 @@ std::string to_json_text(const Calibration& c) {
         Json g = {{"dtype", to_string(p.dtype)}, {"m", p.m}, {"n", p.n}, {"k", p.k}, {"batch", p.batch},
                   {"time_us", p.time_us}};
         if (p.spread > 0) g["spread"] = p.spread;
+        if (p.layout != GemmLayout::nn) g["layout"] = to_string(p.layout);
         j["gemm_points"].push_back(g);
     }
     j["collectives"] = Json::array();

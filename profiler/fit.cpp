@@ -159,12 +159,18 @@ calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const
     // Misaligned shapes run other kernel families: kept out of the shape fit,
     // they give each family its ratio to the fitted curve.
     std::array<std::vector<GemmSample>, 3> by_family;
+    // Transposed layouts likewise: each gives its layout's ratio to NN.
+    std::vector<const calib::GemmPoint*> transposed;
     double best_tflops = 0;
     for (const auto& p : points) {
         if (p.dtype != dtype) continue;
         if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0 || !(p.time_us > 0) || !std::isfinite(p.time_us))
             throw Error(fmt::format("cannot fit a {} GEMM curve: the point {}x{}x{} (batch {}) has time {} us",
                                     to_string(dtype), p.m, p.n, p.k, p.batch, p.time_us));
+        if (p.layout != GemmLayout::nn) {
+            transposed.push_back(&p);
+            continue;
+        }
         const int family = alignment_classes ? gemm_alignment_class(gemm_alignment(p.n, p.k), dtype) : 0;
         // Batched GEMMs fill the machine like one with batch times the rows (as the cost model prices them).
         const double rows = static_cast<double>(p.m) * static_cast<double>(p.batch);
@@ -237,6 +243,33 @@ calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const
         }
         const double ratio = std::min(1.0, std::exp(log_sum / static_cast<double>(of.size())));
         (family == 1 ? curve.align4_ratio : curve.align2_ratio) = ratio;
+    }
+    // Each transposed layout's rate against NN's: the geometric mean over its
+    // points of NN's time at the same shape over the layout's. NN's time is the
+    // measured one where the shape was measured NN too (the probes are), else
+    // the fitted curve's.
+    for (const GemmLayout layout : {GemmLayout::nt, GemmLayout::tn}) {
+        double log_sum = 0;
+        int count = 0;
+        for (const calib::GemmPoint* p : transposed) {
+            if (p->layout != layout) continue;
+            double nn_us = 0;
+            for (const auto& q : points)
+                if (q.layout == GemmLayout::nn && q.dtype == p->dtype && q.m == p->m && q.n == p->n && q.k == p->k &&
+                    q.batch == p->batch)
+                    nn_us = q.time_us;
+            if (!(nn_us > 0)) {
+                const double rows = static_cast<double>(p->m) * static_cast<double>(p->batch);
+                const double n = static_cast<double>(p->n), k = static_cast<double>(p->k);
+                const double shape = rows / (rows + curve.half_m) * (n / (n + curve.half_n)) * (k / (k + curve.half_k));
+                const int family = alignment_classes ? gemm_alignment_class(gemm_alignment(p->n, p->k), dtype) : 0;
+                nn_us = 2.0 * rows * n * k /
+                        (peak * 1e6 * curve.max_efficiency * shape * curve.alignment_ratio(family));
+            }
+            log_sum += std::log(nn_us / p->time_us);
+            ++count;
+        }
+        if (count > 0) (layout == GemmLayout::nt ? curve.nt_ratio : curve.tn_ratio) = std::exp(log_sum / count);
     }
     return curve;
 }

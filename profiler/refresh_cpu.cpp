@@ -22,7 +22,8 @@ namespace {
 void merge_gemm_points(std::vector<calib::GemmPoint>& into, const std::vector<calib::GemmPoint>& fresh) {
     for (const auto& p : fresh) {
         auto same = std::find_if(into.begin(), into.end(), [&](const calib::GemmPoint& q) {
-            return q.dtype == p.dtype && q.m == p.m && q.n == p.n && q.k == p.k && q.batch == p.batch;
+            return q.dtype == p.dtype && q.m == p.m && q.n == p.n && q.k == p.k && q.batch == p.batch &&
+                   q.layout == p.layout;
         });
         if (same != into.end())
             *same = p;

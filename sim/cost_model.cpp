@@ -13,16 +13,18 @@ namespace dtsim::sim {
 using calib::CollectiveKind;
 using calib::LinkScope;
 
-CostModel::CostModel(const calib::Calibration& calibration) : cal_(&calibration) {}
+CostModel::CostModel(const calib::Calibration& calibration) : cal_(&calibration) {
+    for (const auto& p : calibration.gemm_points) layout_measured_[static_cast<std::size_t>(p.layout)] = true;
+}
 
 double CostModel::gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const {
     return c.max_efficiency * (m / (m + c.half_m)) * (n / (n + c.half_n)) * (k / (k + c.half_k));
 }
 
 double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,
-                                std::int32_t align_elements) const {
-    const double efficiency =
-        gemm_efficiency(c, rows, n, k) * c.alignment_ratio(gemm_alignment_class(align_elements, dtype));
+                                std::int32_t align_elements, GemmLayout layout) const {
+    const double efficiency = gemm_efficiency(c, rows, n, k) *
+                              c.alignment_ratio(gemm_alignment_class(align_elements, dtype)) * c.layout_ratio(layout);
     const double compute_ns = 2.0 * rows * n * k / (c.peak_tflops * 1e12 * efficiency) * 1e9;
     // Thin GEMMs are bound by reading A and B and writing C.
     const double bytes = (rows * k + k * n * batch + rows * n) * static_cast<double>(dtype_bytes(dtype));
@@ -31,7 +33,7 @@ double CostModel::curve_gemm_ns(const calib::GemmCurve& c, double rows, double n
 }
 
 double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
-                          std::int32_t align_elements) const {
+                          std::int32_t align_elements, GemmLayout layout) const {
     const calib::GemmCurve* c = cal_->gemm_curve(dtype);
     if (!c)
         throw CalibrationError(
@@ -40,25 +42,31 @@ double CostModel::gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::i
     if (align_elements <= 0) align_elements = gemm_alignment(n, k);
     // A batched GEMM fills the machine like one with `batch` times the rows.
     const double rows = static_cast<double>(m) * static_cast<double>(batch);
-    const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype, align_elements);
+    const double ns = curve_gemm_ns(*c, rows, double(n), double(k), double(batch), dtype, align_elements, layout);
     // Measured points correct the curve: their measured/modelled time ratios are
     // interpolated by inverse squared distance in log2 shape space, so a
     // measured shape is priced at exactly its measured time. Only points of the
-    // GEMM's own kernel family count (the same alignment class).
+    // GEMM's own kernel family count (the same alignment class). Each point's
+    // ratio is against the curve in its own layout; where the calibration
+    // measured this GEMM's layout, points of other layouts sit kLayoutDistance
+    // further away, so its own layout's points lead.
     const int family = gemm_alignment_class(align_elements, dtype);
     // The curve itself enters as a ratio-1 prior at kPriorDistance, so a lone,
     // distant measurement fades out instead of rescaling every shape.
-    constexpr double kPriorDistance = 4.0;  // squared log2 distance: a factor of 4 in one dimension
+    constexpr double kPriorDistance = 4.0;   // squared log2 distance: a factor of 4 in one dimension
+    constexpr double kLayoutDistance = 1.0;  // as far as a factor of 2 in one dimension
+    const bool layout_measured = layout_measured_[static_cast<std::size_t>(layout)];
     double wsum = 0, rsum = 0, measured = 0;
     for (const auto& p : cal_->gemm_points) {
         const std::int32_t p_align = gemm_alignment(p.n, p.k);
         if (p.dtype != dtype || gemm_alignment_class(p_align, dtype) != family) continue;
         const double prows = static_cast<double>(p.m) * static_cast<double>(p.batch);
-        const double ratio =
-            p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch), dtype, p_align);
+        const double ratio = p.time_us * 1e3 / curve_gemm_ns(*c, prows, double(p.n), double(p.k), double(p.batch),
+                                                             dtype, p_align, p.layout);
         const double d = std::pow(std::log2(rows / prows), 2) + std::pow(std::log2(double(n) / double(p.n)), 2) +
-                         std::pow(std::log2(double(k) / double(p.k)), 2);
-        if (d < 1e-12) return p.time_us * 1e3;
+                         std::pow(std::log2(double(k) / double(p.k)), 2) +
+                         (layout_measured && p.layout != layout ? kLayoutDistance : 0.0);
+        if (d < 1e-12) return p.time_us * 1e3 * c->layout_ratio(p.layout) / c->layout_ratio(layout);
         wsum += 1.0 / d;
         rsum += ratio / d;
         ++measured;
@@ -86,7 +94,8 @@ double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const 
 }
 
 double CostModel::op_ns(const models::Op& op) const {
-    if (op.kind == models::OpKind::gemm) return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype, op.align_elements);
+    if (op.kind == models::OpKind::gemm)
+        return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype, op.align_elements, op.layout);
     double ns = elementwise_ns(op.bytes);
     // torch's non-vectorized kernels (broadcast, strided or casting operands)
     // run at an element rate, whatever their bytes (bench/results/cuda.md).

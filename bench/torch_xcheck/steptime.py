@@ -135,10 +135,14 @@ def time_gemm_points(a) -> list[dict]:
     forward = mean_us(lambda: torch.nn.functional.linear(x, w, bias))  # x.W^T + b: m=B, n=W, k=W
     dgrad = mean_us(lambda: torch.mm(dy, w))                     # dY.W:  m=B, n=W, k=W (same shape as forward)
     wgrad = mean_us(lambda: torch.mm(dy.t(), x))                 # dY^T.X: m=W, n=W, k=B
+    # Each at its own layout, as dtsim prices nn.Linear's three GEMMs.
     return [
-        {"dtype": "fp32", "m": B, "n": W, "k": W, "batch": 1, "time_us": (forward + dgrad) / 2,
-         "layouts": {"NT forward": forward, "NN input gradient": dgrad}},
-        {"dtype": "fp32", "m": W, "n": W, "k": B, "batch": 1, "time_us": wgrad, "layouts": {"TN weight gradient": wgrad}},
+        {"dtype": "fp32", "m": B, "n": W, "k": W, "batch": 1, "time_us": forward, "layout": "nt",
+         "layouts": {"NT forward": forward}},
+        {"dtype": "fp32", "m": B, "n": W, "k": W, "batch": 1, "time_us": dgrad, "layout": "nn",
+         "layouts": {"NN input gradient": dgrad}},
+        {"dtype": "fp32", "m": W, "n": W, "k": B, "batch": 1, "time_us": wgrad, "layout": "tn",
+         "layouts": {"TN weight gradient": wgrad}},
     ]
 
 

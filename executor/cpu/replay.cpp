@@ -6,7 +6,6 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_kernels.hpp"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -35,12 +34,11 @@ void grow(profiler::Floats& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.assign(static_cast<std::size_t>(n), 0.5f);
 }
 
+// The op's GEMM with its layout's transposes, as torch hands them to the BLAS.
 void gemm(const models::Op& op, Scratch& s) {
     if (op.m <= 0 || op.n <= 0 || op.k <= 0) return;
-    const auto m = static_cast<blasint>(op.m), n = static_cast<blasint>(op.n), k = static_cast<blasint>(op.k);
     for (std::int64_t b = 0; b < op.batch; ++b)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, s.a.data(), k, s.b.data(), n, 0.0f,
-                    s.c.data(), n);
+        profiler::sgemm(op.layout, op.m, op.n, op.k, s.a.data(), s.b.data(), s.c.data());
 }
 
 void spin(std::int64_t ns) {

@@ -1,5 +1,7 @@
 #include "dtsim/profiler/cpu_kernels.hpp"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -104,6 +106,14 @@ void adam_pass(std::int64_t elements, Floats& scratch, int step) {
 #endif
         adam_scalar(p, g, m, v, 0, n, s);
     }
+}
+
+void sgemm(GemmLayout layout, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+           float* c) {
+    const bool ta = layout == GemmLayout::tn, tb = layout == GemmLayout::nt;
+    const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n), bk = static_cast<blasint>(k);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, bm, bn, bk, 1.0f, a,
+                ta ? bm : bk, b, tb ? bk : bn, 0.0f, c, bn);
 }
 
 }  // namespace dtsim::profiler

@@ -3,12 +3,12 @@
 // compute as the simulator prices it per rank.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/cpu_kernels.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
 #include "one_blas_thread.hpp"
 
 #include <fmt/format.h>
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
@@ -67,6 +67,24 @@ std::vector<GemmShape> default_gemm_shapes(bool quick) {
     };
 }
 
+std::vector<GemmShape> layout_probe_shapes(bool quick) {
+    // Square, one skinny dimension of each kind, and an MLP layer's forward;
+    // each is in default_gemm_shapes(quick), which gives its NN time.
+    const std::vector<GemmShape> nn = quick ? std::vector<GemmShape>{{256, 256, 256}}
+                                            : std::vector<GemmShape>{{512, 512, 512},
+                                                                     {2048, 1024, 1024},
+                                                                     {64, 2048, 2048},
+                                                                     {2048, 64, 1024},
+                                                                     {1024, 1024, 64}};
+    std::vector<GemmShape> out;
+    for (const GemmLayout layout : {GemmLayout::nt, GemmLayout::tn})
+        for (GemmShape s : nn) {
+            s.layout = layout;
+            out.push_back(s);
+        }
+    return out;
+}
+
 std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, const RepeatPolicy& policy,
                                          const ProgressFn& progress) {
     const OneBlasThread one_thread;
@@ -77,11 +95,9 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
         if (shape.m <= 0 || shape.n <= 0 || shape.k <= 0)
             throw Error(fmt::format("GEMM shape {}x{}x{} has a non-positive dimension", shape.m, shape.n, shape.k));
         if (progress)
-            progress(fmt::format("sgemm {}x{}x{}", shape.m, shape.n, shape.k),
+            progress(fmt::format("sgemm {} {}x{}x{}", to_string(shape.layout), shape.m, shape.n, shape.k),
                      static_cast<double>(s) / static_cast<double>(shapes.size()));
-        const auto m = static_cast<blasint>(shape.m);
-        const auto n = static_cast<blasint>(shape.n);
-        const auto k = static_cast<blasint>(shape.k);
+        const std::int64_t m = shape.m, n = shape.n, k = shape.k;
         // Buffers are allocated and filled once per shape, outside the timing.
         Floats a(static_cast<std::size_t>(shape.m * shape.k));
         Floats b(static_cast<std::size_t>(shape.k * shape.n));
@@ -89,10 +105,7 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
         fill(a, 1);
         fill(b, 2);
         fill(c, 3);
-        auto call = [&] {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
-                        c.data(), n);
-        };
+        auto call = [&] { sgemm(shape.layout, m, n, k, a.data(), b.data(), c.data()); };
         // One timed call (after a first, cold one) decides how many calls a sample loops.
         call();
         const auto probe = std::chrono::steady_clock::now();
@@ -104,7 +117,7 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
             for (int i = 0; i < calls; ++i) call();
             return elapsed_us(start) / calls;
         });
-        out.push_back({DType::fp32, shape.m, shape.n, shape.k, 1, meas.mean_us, meas.spread});
+        out.push_back({DType::fp32, shape.m, shape.n, shape.k, 1, meas.mean_us, meas.spread, shape.layout});
     }
     if (progress) progress("sgemm", 1.0);
     return out;

@@ -158,20 +158,27 @@ void fill_device(void* dst, std::size_t elements, DType dtype) {
 }
 
 // One GEMM C = A * B (column-major, m x k times k x n) on the handle's stream.
+// A row-major GEMM C[m,n] = op(A) op(B) in `layout`, called as torch calls
+// cuBLAS (column-major): C^T = op(B)^T op(A)^T, so B comes first. nn.Linear's
+// forward (layout NT) is cuBLAS's "TN" with the weight as its first operand.
 struct Gemm {
     cublasHandle_t handle;
     DType dtype;
     int m, n, k;
     void *a, *b, *c;
+    GemmLayout layout = GemmLayout::nn;
     void launch() const {
         const float alpha = 1.0f, beta = 0.0f;
+        const bool ta = layout == GemmLayout::tn, tb = layout == GemmLayout::nt;
+        const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const int ldb = tb ? k : n, lda = ta ? m : k;
         if (dtype == DType::fp32) {
-            check(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, static_cast<const float*>(a), m,
-                              static_cast<const float*>(b), k, &beta, static_cast<float*>(c), m),
+            check(cublasSgemm(handle, op_b, op_a, n, m, k, &alpha, static_cast<const float*>(b), ldb,
+                              static_cast<const float*>(a), lda, &beta, static_cast<float*>(c), n),
                   "cublasSgemm");
         } else {
             const cudaDataType t = dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-            check(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a, t, m, b, t, k, &beta, c, t, m,
+            check(cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, b, t, ldb, a, t, lda, &beta, c, t, n,
                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                   "cublasGemmEx");
         }
@@ -364,10 +371,10 @@ CudaResult<std::vector<calib::GemmPoint>> bench_cublas_gemm(std::span<const Gemm
         for (std::size_t i = 0; i < shapes.size(); ++i) {
             const auto& s = shapes[i];
             if (progress)
-                progress(fmt::format("cuBLAS GEMM {}x{}x{}", s.m, s.n, s.k),
+                progress(fmt::format("cuBLAS GEMM {} {}x{}x{}", to_string(s.layout), s.m, s.n, s.k),
                          static_cast<double>(i) / static_cast<double>(shapes.size()));
             Gemm g{cublas.get(),     dtype,   to_int(s.m, "m"), to_int(s.n, "n"),
-                   to_int(s.k, "k"), nullptr, nullptr,          nullptr};
+                   to_int(s.k, "k"), nullptr, nullptr,          nullptr, s.layout};
             const auto am = static_cast<std::size_t>(s.m * s.k), bm = static_cast<std::size_t>(s.k * s.n),
                        cm = static_cast<std::size_t>(s.m * s.n);
             DeviceBuffer a(am * elem), b(bm * elem), c(cm * elem);
@@ -392,7 +399,7 @@ CudaResult<std::vector<calib::GemmPoint>> bench_cublas_gemm(std::span<const Gemm
                 auto device_us = per_call_kernel_us(collector.flush(), calls, policy.warmup);
                 if (!device_us.empty()) m = summarize(std::move(device_us));
             }
-            points.push_back({dtype, s.m, s.n, s.k, 1, m.mean_us});
+            points.push_back({dtype, s.m, s.n, s.k, 1, m.mean_us, m.spread, s.layout});
         }
         if (progress) progress("cuBLAS GEMM", 1.0);
         return points;
@@ -519,7 +526,11 @@ CudaResult<double> bench_device_copy(std::int64_t bytes, const RepeatPolicy& pol
 
 std::vector<GemmShape> gpu_gemm_shapes(bool quick) {
     std::vector<GemmShape> shapes = default_gemm_shapes(quick);
-    if (quick) return shapes;
+    if (quick) {
+        const auto probes = layout_probe_shapes(true);
+        shapes.insert(shapes.end(), probes.begin(), probes.end());
+        return shapes;
+    }
     const std::vector<GemmShape> large{
         {4096, 4096, 4096},  {8192, 8192, 8192},  {16384, 4096, 4096}, {8192, 4096, 11008},
         {8192, 11008, 4096}, {4096, 8192, 8192},  {16384, 8192, 1024}, {8192, 1024, 8192},
@@ -527,6 +538,11 @@ std::vector<GemmShape> gpu_gemm_shapes(bool quick) {
         // Misaligned feature dimensions, for the GEMM curve's alignment ratios
         // (even, odd; bench/results/cuda.md §8).
         {4096, 4100, 4096},  {4096, 4096, 4100},  {4096, 4095, 4096},  {4096, 4096, 4097},
+        // nn.Linear's forward (NT) and weight-gradient (TN) layouts, for the
+        // curve's layout ratios (each shape is also measured NN above).
+        {8192, 8192, 8192, GemmLayout::nt},  {8192, 8192, 8192, GemmLayout::tn},
+        {16384, 4096, 4096, GemmLayout::nt}, {16384, 4096, 4096, GemmLayout::tn},
+        {8192, 11008, 4096, GemmLayout::nt}, {8192, 4096, 11008, GemmLayout::tn},
     };
     shapes.insert(shapes.end(), large.begin(), large.end());
     return shapes;

@@ -306,10 +306,17 @@ TEST_CASE("calibrate --model measures the model's own GEMM shapes, MLPs included
     Run r = run_dtsim("calibrate --backend cpu --quick --model mlp-2x96 --micro-batch 24 --out mlp_cal.json");
     REQUIRE(r.exit_code == 0);
     const auto cal = nlohmann::json::parse(read_text(scratch_dir() / "mlp_cal.json"));
-    bool forward = false;  // the layers' forward GEMM: 24 rows, 96 x 96 weights
-    for (const auto& p : cal["gemm_points"])
-        forward = forward || (p["m"] == 24 && p["n"] == 96 && p["k"] == 96);
+    bool forward = false;  // the layers' forward GEMM: 24 rows, 96 x 96 weights, as nn.Linear runs it (NT)
+    bool weight_grad = false;
+    for (const auto& p : cal["gemm_points"]) {
+        forward = forward || (p["m"] == 24 && p["n"] == 96 && p["k"] == 96 && p.value("layout", "nn") == "nt");
+        weight_grad = weight_grad || (p["m"] == 96 && p["n"] == 96 && p["k"] == 24 && p.value("layout", "nn") == "tn");
+    }
     CHECK(forward);
+    CHECK(weight_grad);
+    // The layout probes give the curve its layout ratios.
+    CHECK(cal["gemm_curves"][0].contains("nt_ratio"));
+    CHECK(cal["gemm_curves"][0].contains("tn_ratio"));
 }
 
 TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {

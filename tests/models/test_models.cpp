@@ -479,3 +479,30 @@ TEST_CASE("building is deterministic") {
     }
     CHECK(a.model_flops() == b.model_flops());
 }
+
+TEST_CASE("GEMMs carry the layouts torch hands the BLAS: nn.Linear NT, HF GPT-2's Conv1D NN, Q K^T NT") {
+    auto layout_of = [](const Workload& w, const std::string& layer, const std::string& op) {
+        const Layer& l = layer_named(w, layer);
+        for (const auto* ops : {&l.forward, &l.backward})
+            for (const auto& o : *ops)
+                if (o.name == op) return o.layout;
+        FAIL("no op " << op << " in " << layer);
+        throw;  // unreachable
+    };
+    const Workload mlp = build("mlp-2x64", 8, 1, DType::fp32);
+    CHECK(layout_of(mlp, mlp.layers[1].name, "linear") == GemmLayout::nt);
+    CHECK(layout_of(mlp, mlp.layers[1].name, "linear.dgrad") == GemmLayout::nn);
+    CHECK(layout_of(mlp, mlp.layers[1].name, "linear.wgrad") == GemmLayout::tn);
+
+    const Workload gpt2 = build_eager("gpt2", 1, 64);
+    CHECK(layout_of(gpt2, "h.0.attn.c_attn", "c_attn") == GemmLayout::nn);  // x W, W stored in x out
+    CHECK(layout_of(gpt2, "h.0.attn.c_attn", "c_attn.dgrad") == GemmLayout::nt);
+    CHECK(layout_of(gpt2, "h.0.attn.c_attn", "c_attn.wgrad") == GemmLayout::tn);
+    CHECK(layout_of(gpt2, "lm_head", "lm_head") == GemmLayout::nt);
+    CHECK(layout_of(gpt2, "h.0.attn.core", "qk") == GemmLayout::nt);
+    CHECK(layout_of(gpt2, "h.0.attn.core", "av") == GemmLayout::nn);
+
+    const Workload llama = build("llama2-7b", 1, 64);
+    CHECK(layout_of(llama, "layers.0.self_attn.q_proj", "q_proj") == GemmLayout::nt);
+    CHECK(layout_of(llama, "layers.0.mlp.down_proj", "down_proj.wgrad") == GemmLayout::tn);
+}

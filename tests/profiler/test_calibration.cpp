@@ -172,6 +172,32 @@ TEST_CASE("a collective curve's dtype survives the round trip, and curves withou
     CHECK_THROWS_WITH(calibration_from_json_text(bad, "bad.json"), Catch::Contains("dtype"));
 }
 
+TEST_CASE("GEMM layouts and layout ratios survive the round trip; files without them read as NN at ratio 1") {
+    Calibration c = measured_calibration();
+    REQUIRE(!c.gemm_points.empty());
+    const std::string plain = to_json_text(c);
+    CHECK(plain.find("layout") == std::string::npos);  // NN and ratio 1 write nothing new
+    CHECK(plain.find("nt_ratio") == std::string::npos);
+    c.gemm_points[0].layout = GemmLayout::tn;
+    c.gemm_curves[0].nt_ratio = 0.9;
+    c.gemm_curves[0].tn_ratio = 1.1;
+    const std::string text = to_json_text(c);
+    const Calibration back = calibration_from_json_text(text, "layouts.json");
+    CHECK(back.gemm_points[0].layout == GemmLayout::tn);
+    CHECK(back.gemm_curves[0].nt_ratio == 0.9);
+    CHECK(back.gemm_curves[0].tn_ratio == 1.1);
+    CHECK(to_json_text(back) == text);
+    const Calibration old = calibration_from_json_text(plain, "old.json");
+    CHECK(old.gemm_points[0].layout == GemmLayout::nn);
+    CHECK(old.gemm_curves[0].nt_ratio == 1);
+    // A wrong layout names its field and the choices.
+    std::string bad = text;
+    bad.replace(bad.find("\"layout\": \"tn\""), 14, "\"layout\": \"tt\"");
+    CHECK_THROWS_WITH(calibration_from_json_text(bad, "bad.json"),
+                      Catch::Contains("bad.json") && Catch::Contains("/gemm_points/0/layout") &&
+                          Catch::Contains("nn, nt or tn"));
+}
+
 TEST_CASE("calibrations written before host interference was measured still load, at 1.0") {
     nlohmann::json j = nlohmann::json::parse(to_json_text(measured_calibration()));
     j["overlap"].erase("compute_slowdown_under_host");

@@ -2,11 +2,13 @@
 // runs in a few seconds on a small machine.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/cpu_kernels.hpp"
 
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -84,4 +86,53 @@ TEST_CASE("bench_file_io names a missing directory") {
 TEST_CASE("bench_cpu_adam_params_per_s runs a real Adam step") {
     CHECK(bench_cpu_adam_params_per_s(1 << 20, kQuick) > 1e6);
     CHECK_THROWS_AS(bench_cpu_adam_params_per_s(0, kQuick), Error);
+}
+
+TEST_CASE("sgemm computes each layout's product: NN, NT (x W^T) and TN (A^T B)") {
+    const std::int64_t m = 3, n = 4, k = 5;
+    std::vector<float> a(m * k), b(k * n);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) - 3.0f;
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) - 2.0f;
+    // Reference C[i][j] = sum_l A(i,l) B(l,j), with A(i,l) and B(l,j) read
+    // from the storage each layout implies.
+    auto reference = [&](GemmLayout layout) {
+        std::vector<float> c(m * n, 0.0f);
+        for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j)
+                for (std::int64_t l = 0; l < k; ++l) {
+                    const float av = layout == GemmLayout::tn ? a[l * m + i] : a[i * k + l];
+                    const float bv = layout == GemmLayout::nt ? b[j * k + l] : b[l * n + j];
+                    c[i * n + j] += av * bv;
+                }
+        return c;
+    };
+    for (const GemmLayout layout : {GemmLayout::nn, GemmLayout::nt, GemmLayout::tn}) {
+        CAPTURE(to_string(layout));
+        std::vector<float> c(m * n, -1.0f);
+        sgemm(layout, m, n, k, a.data(), b.data(), c.data());
+        const auto want = reference(layout);
+        for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i] == want[i]);  // small integers: exact
+    }
+    // The layouts really differ on these operands.
+    CHECK(reference(GemmLayout::nt) != reference(GemmLayout::nn));
+    CHECK(reference(GemmLayout::tn) != reference(GemmLayout::nn));
+}
+
+TEST_CASE("bench_gemm keeps each shape's layout; every layout probe has its NN twin in the grid") {
+    for (const bool quick : {true, false}) {
+        const auto grid = default_gemm_shapes(quick);
+        const auto probes = layout_probe_shapes(quick);
+        CHECK(probes.size() >= 2);
+        for (const auto& p : probes) {
+            CHECK(p.layout != GemmLayout::nn);
+            CHECK(std::find(grid.begin(), grid.end(), GemmShape{p.m, p.n, p.k}) != grid.end());
+        }
+        for (const auto& s : grid) CHECK(s.layout == GemmLayout::nn);
+    }
+    const std::vector<GemmShape> shapes{{96, 64, 32, GemmLayout::nt}, {96, 64, 32, GemmLayout::tn}};
+    const auto points = bench_gemm(shapes, kQuick, nullptr);
+    REQUIRE(points.size() == 2);
+    CHECK(points[0].layout == GemmLayout::nt);
+    CHECK(points[1].layout == GemmLayout::tn);
+    CHECK(points[0].time_us > 0);
 }

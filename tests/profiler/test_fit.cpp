@@ -192,3 +192,32 @@ TEST_CASE("fit_gemm_curve with alignment classes: misaligned points set the rati
     const std::vector<GemmPoint> odd{{DType::bf16, 1024, 4095, 4096, 1, 100.0}};
     CHECK_THROWS_WITH(fit_gemm_curve(DType::bf16, 10.0, odd, true), Catch::Contains("aligned"));
 }
+
+TEST_CASE("fit_gemm_curve: transposed-layout points set the layout ratios and leave the curve alone") {
+    const GemmCurve truth{DType::fp32, 0.1, 0.9, 64, 64, 32, 0};
+    std::vector<GemmPoint> pts;
+    for (std::int64_t m : {64, 256, 1024})
+        for (std::int64_t n : {64, 256, 1024})
+            for (std::int64_t k : {64, 256, 1024})
+                pts.push_back({DType::fp32, m, n, k, 1, gemm_us(truth, double(m), double(n), double(k))});
+    const std::vector<GemmPoint> nn_only = pts;
+    // NT 20% slower at shapes measured NN too; TN 10% faster at a shape that
+    // was not (priced against the curve there).
+    for (std::int64_t m : {256, 1024}) {
+        GemmPoint p{DType::fp32, m, 1024, 1024, 1, gemm_us(truth, double(m), 1024, 1024) * 1.2};
+        p.layout = GemmLayout::nt;
+        pts.push_back(p);
+    }
+    GemmPoint tn{DType::fp32, 512, 512, 512, 1, gemm_us(truth, 512, 512, 512) / 1.1};
+    tn.layout = GemmLayout::tn;
+    pts.push_back(tn);
+    const GemmCurve with = fit_gemm_curve(DType::fp32, 0, pts);
+    const GemmCurve alone = fit_gemm_curve(DType::fp32, 0, nn_only);
+    CHECK(with.peak_tflops == alone.peak_tflops);
+    CHECK(with.half_n == alone.half_n);
+    CHECK(with.fit_error == alone.fit_error);
+    CHECK(with.nt_ratio == Approx(1 / 1.2).epsilon(1e-9));  // against the measured NN twins
+    CHECK(with.tn_ratio == Approx(1.1).epsilon(0.02));      // against the fitted curve
+    CHECK(alone.nt_ratio == 1);
+    CHECK(alone.tn_ratio == 1);
+}

@@ -444,3 +444,50 @@ TEST_CASE("misaligned GEMMs run cuBLAS's slower kernel families: even dims at al
               Approx(4095.0 / 4096).epsilon(1e-3));
     }
 }
+
+TEST_CASE("each GEMM layout is priced at its curve ratio and corrected foremost by its own points") {
+    Calibration c = base_calibration();
+    c.gemm_curves[0].nt_ratio = 0.8;
+    c.gemm_curves[0].tn_ratio = 1.25;
+    const CostModel cost(c);
+    const double flops_ns = cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16) - kOverheadUs * 1e3;
+    auto compute_ratio = [&](double ns) { return (ns - kOverheadUs * 1e3) / flops_ns; };
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt)) ==
+          Approx(1 / 0.8).epsilon(1e-9));
+    CHECK(compute_ratio(cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16, 0, GemmLayout::tn)) ==
+          Approx(1 / 1.25).epsilon(1e-9));
+    // An nn.Linear's three GEMMs carry their layouts to the price.
+    const auto forward = models::make_gemm("fc", 8192, 4096, 4096, 1, DType::bf16, GemmLayout::nt);
+    const auto backward = models::gemm_backward(forward);
+    REQUIRE(backward.size() == 2);
+    CHECK(backward[0].layout == GemmLayout::nn);  // dX = dY W
+    CHECK(backward[1].layout == GemmLayout::tn);  // dW from X^T dY
+    CHECK(cost.op_ns(forward) == cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt));
+    CHECK(cost.op_ns(backward[0]) == cost.gemm_ns(8192, 4096, 4096, 1, DType::bf16));
+    CHECK(models::gemm_backward(models::make_gemm("av", 64, 64, 64, 1, DType::bf16))[0].layout == GemmLayout::nt);
+
+    SECTION("a point measured in a GEMM's own layout prices it exactly; an NN point at that shape, scaled") {
+        Calibration measured = c;
+        const double nt_us = 3 * cost.gemm_ns(4096, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt) * 1e-3;
+        calib::GemmPoint p{DType::bf16, 4096, 4096, 4096, 1, nt_us};
+        p.layout = GemmLayout::nt;
+        measured.gemm_points.push_back(p);
+        const CostModel corrected(measured);
+        CHECK(corrected.gemm_ns(4096, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt) == Approx(nt_us * 1e3));
+        // Other layouts feel it from a distance, as from a shape twice as far.
+        const double nn = corrected.gemm_ns(4096, 4096, 4096, 1, DType::bf16);
+        CHECK(nn > cost.gemm_ns(4096, 4096, 4096, 1, DType::bf16));
+        CHECK(nn < 3 * cost.gemm_ns(4096, 4096, 4096, 1, DType::bf16));
+
+        Calibration nn_only = c;
+        nn_only.gemm_points.push_back({DType::bf16, 4096, 4096, 4096, 1, 1000.0});
+        const CostModel from_nn(nn_only);
+        // No NT point at all: the NN measurement, at the layouts' ratio.
+        CHECK(from_nn.gemm_ns(4096, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt) == Approx(1000.0e3 / 0.8));
+    }
+    SECTION("calibrations without layout fields price every layout as NN") {
+        const CostModel plain(base_calibration());
+        CHECK(plain.gemm_ns(2048, 1024, 512, 1, DType::bf16, 0, GemmLayout::nt) ==
+              plain.gemm_ns(2048, 1024, 512, 1, DType::bf16));
+    }
+}

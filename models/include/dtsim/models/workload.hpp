@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dtsim/common/dtype.hpp"
+#include "dtsim/common/gemm_layout.hpp"
 
 #include <cstdint>
 #include <string>
@@ -36,6 +37,10 @@ struct Op {
     std::int64_t k = 0;
     std::int64_t batch = 1;  // batched GEMMs (attention); 1 otherwise
     DType dtype = DType::fp32;
+    // GEMM: which operands the framework hands the BLAS transposed (row-major
+    // C[m,n] = op(A) op(B)): nn.Linear's forward is NT, its input gradient NN
+    // and its weight gradient TN.
+    GemmLayout layout = GemmLayout::nn;
     std::int64_t bytes = 0;  // bytes read + written (elementwise, embedding, loss)
     double flops = 0;        // floating-point operations (2mnk*batch for a GEMM)
     bool recompute = false;  // work repeated from the forward (flash attention's QK^T in backward):
@@ -55,11 +60,14 @@ struct Op {
 };
 
 
-Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype);
+Op make_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
+             GemmLayout layout = GemmLayout::nn);
 Op make_elementwise(std::string name, std::int64_t bytes, double flops);
 
 // The two GEMMs of a GEMM's backward: dA = dC * B^T (m x k, inner n) and
-// dB = A^T * dC (k x n, inner m). `with_input_grad=false` drops dA (first layer).
+// dB = A^T * dC (k x n, inner m), in the layouts input_grad_layout and
+// weight_grad_layout give for the forward's. `with_input_grad=false` drops dA
+// (first layer).
 std::vector<Op> gemm_backward(const Op& forward, bool with_input_grad = true);
 
 struct Parameter {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "dtsim/common/dtype.hpp"
+#include "dtsim/common/gemm_layout.hpp"
 
 #include <cstdint>
 #include <string>
@@ -72,6 +73,12 @@ struct GemmCurve {
     double align2_ratio = 1;  // 2-byte aligned (odd bf16/fp16 dimensions)
     // The ratio of a kernel family (dtsim::gemm_alignment_class): 0 aligned.
     double alignment_ratio(int family) const { return family == 0 ? 1.0 : family == 1 ? align4_ratio : align2_ratio; }
+    // The rate of the transposed layouts (dtsim::GemmLayout) as a fraction of
+    // NN's, which the shape fit describes: nn.Linear's forward is NT and its
+    // weight gradient TN. 1: as fast as NN (or not measured).
+    double nt_ratio = 1;
+    double tn_ratio = 1;
+    double layout_ratio(GemmLayout l) const { return l == GemmLayout::nt ? nt_ratio : l == GemmLayout::tn ? tn_ratio : 1.0; }
 };
 
 // A measured GEMM; the cost model interpolates efficiency between these.
@@ -80,6 +87,7 @@ struct GemmPoint {
     std::int64_t m = 0, n = 0, k = 0, batch = 1;
     double time_us = 0;  // mean of the repeats (presets and imports: as published)
     double spread = 0;   // (p90 - p10) / median of the repeats; 0 when unknown
+    GemmLayout layout = GemmLayout::nn;  // the transposes it ran with
 };
 
 struct DeviceSpec {

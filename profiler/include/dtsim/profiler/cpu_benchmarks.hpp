@@ -14,15 +14,20 @@ namespace dtsim::profiler {
 
 struct GemmShape {
     std::int64_t m = 0, n = 0, k = 0;
+    GemmLayout layout = GemmLayout::nn;  // the transposes to run it with
     auto operator<=>(const GemmShape&) const = default;
 };
 
 // The default grid of shapes (small to large, square and skinny); `quick` is a
 // few shapes for tests.
 std::vector<GemmShape> default_gemm_shapes(bool quick);
+// Shapes of that grid measured again as NT and TN, whose times against NN's
+// give the curve's layout ratios (nn.Linear's forward is NT, its weight
+// gradient TN).
+std::vector<GemmShape> layout_probe_shapes(bool quick);
 
-// cblas_sgemm over `shapes` (fp32; one BLAS thread per rank): a measured
-// GemmPoint per shape.
+// cblas_sgemm over `shapes` (fp32; one BLAS thread per rank), each with its
+// layout's transposes: a measured GemmPoint per shape.
 std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, const RepeatPolicy& policy,
                                          const ProgressFn& progress);
 

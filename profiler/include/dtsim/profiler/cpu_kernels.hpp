@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include "dtsim/common/gemm_layout.hpp"
 #include "dtsim/profiler/huge_pages.hpp"
 
 namespace dtsim::profiler {
@@ -26,5 +27,11 @@ void copy_pass(std::int64_t bytes, Floats& scratch);
 // parameters, gradients and both moments as quarters of `scratch` (AVX2 and
 // FMA where the CPU has them). `step` (>= 1) sets the bias corrections.
 void adam_pass(std::int64_t elements, Floats& scratch, int step = 1);
+
+// Row-major fp32 C[m,n] = op(A) op(B) through OpenBLAS with `layout`'s
+// transposes, as torch hands nn.Linear's GEMMs to the BLAS: a transposed A is
+// stored k x m, a transposed B n x k (the weight, out x in).
+void sgemm(GemmLayout layout, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
+           float* c);
 
 }  // namespace dtsim::profiler

@@ -20,7 +20,8 @@ calib::CollectiveCurve fit_collective(calib::CollectiveKind kind, calib::LinkSco
 // curve's large-GEMM rate and max_efficiency is 1. `alignment_classes` (cuBLAS):
 // points whose n and k are not 16-byte multiples stay out of the shape fit and
 // set align4_ratio and align2_ratio instead; without it (CPU BLAS) every point
-// is fitted and the ratios are 1.
+// is fitted and the ratios are 1. Points of a transposed layout (NT, TN) stay
+// out of the shape fit too and set nt_ratio and tn_ratio against NN's times.
 calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const calib::GemmPoint> points,
                                 bool alignment_classes = false);
 

@@ -7,6 +7,7 @@
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/sim/plan.hpp"
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,9 +20,10 @@ public:
     const calib::Calibration& calibration() const { return *cal_; }
 
     // `align_elements`: the GEMM's alignment class (models::Op::align_elements);
-    // 0 takes it from n and k.
+    // 0 takes it from n and k. `layout`: its transposes, priced at the curve's
+    // layout ratio and corrected foremost by points measured in that layout.
     double gemm_ns(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, DType dtype,
-                   std::int32_t align_elements = 0) const;
+                   std::int32_t align_elements = 0, GemmLayout layout = GemmLayout::nn) const;
     double elementwise_ns(std::int64_t bytes) const;
     double op_ns(const models::Op& op) const;
     // An explicit pass: streaming `bytes`, matmul-like `flops`, and `launches`
@@ -52,9 +54,11 @@ private:
     double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
     // The curve's time for a GEMM with `rows` = m * batch, before measured corrections.
     double curve_gemm_ns(const calib::GemmCurve& c, double rows, double n, double k, double batch, DType dtype,
-                         std::int32_t align_elements) const;
+                         std::int32_t align_elements, GemmLayout layout) const;
 
     const calib::Calibration* cal_;
+    // Whether the calibration measured GEMM points in each layout (by GemmLayout).
+    std::array<bool, 3> layout_measured_{};
 };
 
 using calib::busbw_factor;
