@@ -30,6 +30,7 @@ struct ExecuteOptions {
     double learning_rate = 1e-2;
     double fault_timeout_s = 30;
     std::string io_dir;
+    std::string allocator = "dtsim";
 };
 
 // Real training where the executor can (MLPs in fp32 under DDP, FSDP, ZeRO
@@ -55,13 +56,15 @@ executor::ExecResult run_backend(const std::string& backend, const sim::Plan& pl
 
 void run_execute(const ExecuteOptions& o) {
     if (print_knob_help_if_asked(o.config)) return;
-    executor::ensure_mpi();
+    const bool torch_allocator = o.allocator == "torch";
+    executor::ensure_mpi(/*reuse_freed_memory_in_process=*/!torch_allocator);
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     on_all_ranks([&] {
         sim::Config config = make_config(o.config);
         config.topology = {1, size};  // the ranks mpirun started, on this machine
+        config.host_memory_reuse = !torch_allocator;  // the Plan's gradients pay first touch under torch's
         if (o.steps < 1) throw ConfigError(fmt::format("--steps must be >= 1 (got {})", o.steps));
         const models::Workload workload = sim::build_workload(config);
         const sim::Plan plan = sim::lower(workload, config);
@@ -72,6 +75,10 @@ void run_execute(const ExecuteOptions& o) {
         options.fault_timeout_s = o.fault_timeout_s;
         options.scratch_dir = o.io_dir;
         options.transport = o.backend == "gloo" ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
+        options.fresh_gradients = torch_allocator;
+        if (torch_allocator && options.mode != executor::Mode::train)
+            throw ConfigError("--allocator torch: frees and reallocates real gradients, so it needs train mode "
+                              "(an fp32 MLP on the cpu or gloo backend, --mode train or auto)");
         if (!o.config.trace.empty())
             options.write_partial_trace = [&o](const sim::Timeline& t) {
                 traces::write_chrome_trace(t, o.config.trace);
@@ -82,7 +89,7 @@ void run_execute(const ExecuteOptions& o) {
         } catch (const ConfigError&) {
             // auto: what cannot train for real (offload, hooks, ...) replays; every rank
             // decides the same before any communication.
-            if (o.mode != "auto" || options.mode != executor::Mode::train) throw;
+            if (o.mode != "auto" || options.mode != executor::Mode::train || options.fresh_gradients) throw;
             options.mode = executor::Mode::replay;
             result = run_backend(o.backend, plan, workload, config, options);
         }
@@ -98,6 +105,7 @@ void run_execute(const ExecuteOptions& o) {
                       {"median_step_time_s", result.median_step_time_s},
                       {"peak_memory_bytes", result.peak_memory_bytes},
                       {"peak_rss_bytes", result.peak_rss_bytes},
+                      {"page_faults_per_step", result.page_faults_per_step},
                       {"loss", result.loss},
                       {"notes", result.notes}};
             fmt::print("{}\n", j.dump(2));
@@ -139,6 +147,13 @@ void add_execute_command(CLI::App& app) {
                     "stop every rank when none makes progress for this many seconds (0: never); rank 0 then "
                     "writes the completed steps to --trace (CPU backend)")
         ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    cmd->add_option("--allocator", o->allocator,
+                    "dtsim: freed memory stays in the process (one malloc arena, no mmap, no trim) and gradients "
+                    "are kept across steps; torch: glibc's default malloc, and every gradient freed at the step's "
+                    "end and allocated again in backward, as torch's zero_grad(set_to_none=True) does, so that "
+                    "each step pays the first touch of its gradient pages (train mode)")
+        ->check(CLI::IsMember({"dtsim", "torch"}))
         ->capture_default_str();
     cmd->add_option("--io-dir", o->io_dir,
                     "directory for the NVMe-offload file I/O tasks' files (default: the system temp directory); "

@@ -16,6 +16,7 @@
 #include <cblas.h>
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,13 @@ namespace {
 using sim::Phase;
 using sim::TaskKind;
 using Clock = std::chrono::steady_clock;
+
+// This process's minor page faults so far (all threads).
+long minor_page_faults() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
 
 // One communicator per (stream, group) the Plan uses (mpi_world.hpp), over
 // the run's transport, as torch makes a process group per group. Each keeps
@@ -161,7 +169,7 @@ public:
         for (auto& s : scratch_) cpu::release_scratch(s);
     }
 
-    void run(std::vector<double>& loss, int world) {
+    void run(std::vector<double>& loss, std::vector<double>& page_faults, int world) {
         std::vector<std::thread> threads;
         // Every stream on its own thread, compute at the lowest priority
         // (thread_priority.hpp); this thread starts steps and gathers timings.
@@ -174,6 +182,7 @@ public:
         try {
             for (int step = 0; step < options_.steps; ++step) {
                 MPI_Barrier(MPI_COMM_WORLD);
+                const long faults_before = minor_page_faults();
                 {
                     std::lock_guard lock(shared_.mu);
                     shared_.t0 = Clock::now();
@@ -189,6 +198,7 @@ public:
                     });
                     if (shared_.error) std::rethrow_exception(shared_.error);
                 }
+                page_faults.push_back(static_cast<double>(minor_page_faults() - faults_before));
                 if (trainer_) {
                     double l = trainer_->take_loss();
                     MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -458,7 +468,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             };
             watchdog.emplace(options.fault_timeout_s, rank, world, std::move(hooks));
         }
-        runner.run(r.loss, world);
+        runner.run(r.loss, r.step_page_faults, world);
         r.timings = runner.gathered();
         if (watchdog) watchdog->finish();
         if (runner.trainer()) r.parameters = runner.trainer()->full_parameters();
@@ -523,6 +533,8 @@ std::string format_execution_summary(const ExecResult& r) {
         "  peak memory per rank: {:.1f} MiB (the plan's allocations at their measured times); process peak RSS "
         "{:.1f} MiB\n",
         static_cast<double>(r.peak_memory_bytes) / (1 << 20), static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+    out += fmt::format("  page faults per step: {:.0f} (memory fresh from the system, {:.1f} MiB of 4 KiB pages)\n",
+                       r.page_faults_per_step, r.page_faults_per_step * 4096 / (1 << 20));
     if (!r.loss.empty()) {
         out += "  loss:";
         for (double l : r.loss) out += fmt::format(" {:.6g}", l);

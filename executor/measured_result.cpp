@@ -97,6 +97,10 @@ void finish_measured_result(ExecResult& r, const sim::Plan& plan, const models::
     for (std::size_t step = first; step < r.timings.size(); ++step)
         for (const auto& row : r.timings[step])
             r.peak_memory_bytes = std::max(r.peak_memory_bytes, peak_memory_in_measured_order(plan, row));
+    if (first < r.step_page_faults.size())
+        r.page_faults_per_step =
+            median({r.step_page_faults.begin() + static_cast<std::ptrdiff_t>(first), r.step_page_faults.end()});
+    MPI_Allreduce(MPI_IN_PLACE, &r.page_faults_per_step, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     r.peak_rss_bytes = process_peak_rss_bytes();
     MPI_Allreduce(MPI_IN_PLACE, &r.peak_rss_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     if (r.rank == 0) r.timeline = make_measured_timeline(r, plan, w, config);

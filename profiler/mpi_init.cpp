@@ -8,8 +8,8 @@
 
 namespace dtsim::profiler {
 
-void ensure_mpi() {
-    reuse_freed_memory();
+void ensure_mpi(bool reuse_freed_memory_in_process) {
+    if (reuse_freed_memory_in_process) reuse_freed_memory();
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized != 0) return;

@@ -87,6 +87,7 @@ private:
     int world_ = 1, rank_ = 0, accum_ = 1;
     bool adam_ = false;
     double lr_ = 0;
+    bool fresh_gradients_ = false;  // ExecOptions::fresh_gradients
     std::int64_t adam_t_ = 0;
     Batch batch_;
     std::vector<std::vector<float>> params_, grads_, adam_m_, adam_v_;

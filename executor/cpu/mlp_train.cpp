@@ -98,7 +98,8 @@ MlpTrainer::MlpTrainer(const models::Workload& w, const sim::Config& config, con
       rank_(rank),
       accum_(config.grad_accum),
       adam_(config.optimizer == sim::OptimizerKind::adam),
-      lr_(options.learning_rate) {
+      lr_(options.learning_rate),
+      fresh_gradients_(options.fresh_gradients) {
     batch_ = synthetic_batch(micro_batch_ * world_ * accum_, shape_.width, options.seed);
     params_ = initial_parameters(w, options.seed);
     grads_.resize(params_.size());
@@ -164,6 +165,10 @@ void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vecto
             if (acts_[li + 1][i] <= 0.0f) grad_out_[i] = 0.0f;
     auto& dw = grads[2 * li];
     auto& db = grads[2 * li + 1];
+    // A freed gradient (fresh_gradients) comes back at its first write, from
+    // the allocator: with glibc's defaults, new pages whose first touch is here.
+    if (dw.empty()) dw.assign(params_[2 * li].size(), 0.0f);
+    if (db.empty()) db.assign(params_[2 * li + 1].size(), 0.0f);
     const auto bi = static_cast<blasint>(b), wi = static_cast<blasint>(W);
     // dW[out, in] += dY^T[out, b] X[b, in]; db += column sums of dY.
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wi, wi, bi, 1.0f, grad_out_.data(), wi, acts_[li].data(), wi,
@@ -216,8 +221,14 @@ void MlpTrainer::optimizer_step(sim::OptimizerImpl impl) {
             tensors.push_back({params_[p], grads_[p], adam_m_[p], adam_v_[p]});
         adam_step(tensors, ++adam_t_, lr_, impl);
     }
-    // zero_grad(set_to_none=True): the next step starts from zero gradients.
-    for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
+    // zero_grad(set_to_none=True): the next step starts from zero gradients,
+    // in memory it keeps, or (fresh_gradients) in memory it hands back, as torch.
+    for (auto& g : grads_) {
+        if (fresh_gradients_)
+            std::vector<float>().swap(g);
+        else
+            std::fill(g.begin(), g.end(), 0.0f);
+    }
 }
 
 double MlpTrainer::take_loss() {

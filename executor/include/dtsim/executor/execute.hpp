@@ -59,6 +59,12 @@ struct ExecOptions {
     // ProcessGroupGloo runs them (its reduce-scatter an allreduce of the whole
     // buffer), so that the executor stands in for torch on CPU.
     runtime::CommBackend transport = runtime::CommBackend::mpi;
+    // Train mode: free every gradient at the step's end and allocate it again
+    // at its first write in backward, as torch's zero_grad(set_to_none=True)
+    // and autograd do, so that each step pays the pages' first touch. Pair it
+    // with ensure_mpi(false) (glibc's default malloc, which returns large
+    // blocks to the system) and Config::host_memory_reuse = false.
+    bool fresh_gradients = false;
     // Stop the job when no rank makes progress for this long (seconds); 0: no watchdog.
     double fault_timeout_s = 30;
     // Rank 0, on a fault: the measured timeline of the steps every rank completed
@@ -98,6 +104,11 @@ struct ExecResult {
     // This process's peak resident set (VmHWM), maximum over ranks (same on
     // every rank): the real tensors in train mode, scratch buffers in replay.
     std::int64_t peak_rss_bytes = 0;
+    // Minor page faults of this process in each step (getrusage): the first
+    // touches of memory fresh from the system. Per step on this rank; the
+    // median over the measured steps, the maximum over ranks (same on every rank).
+    std::vector<double> step_page_faults;
+    double page_faults_per_step = 0;
     std::vector<double> loss;  // train mode: per step, mean over the global batch (same on every rank)
     // Train mode: this rank's parameters after the last step, by parameter index.
     std::vector<std::vector<float>> parameters;

@@ -7,6 +7,9 @@
 
 namespace dtsim::profiler {
 
-void ensure_mpi();
+// `reuse_freed_memory_in_process`: set dtsim's malloc policy
+// (process_memory.hpp: freed memory stays in the process) first; false keeps
+// glibc's defaults, as torch runs (execute --allocator torch).
+void ensure_mpi(bool reuse_freed_memory_in_process = true);
 
 }  // namespace dtsim::profiler
