@@ -240,19 +240,23 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
     if (s.hook != Hook::powersgd) {
         gather();
         DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
-        const bool fp16 = s.hook == Hook::fp16;
-        const auto round = [&](float v) { return fp16 ? round_to_fp16(v) : round_to_bf16(v); };
-        // buffer.to(half).div_(world): both round to half.
-        for (auto& v : flat) v = round(round(v) / static_cast<float>(world));
-        if (fp16) {  // the half buffer itself, as torch sends it
+        if (s.hook == Hook::fp16) {
+            // buffer.to(half).div_(world), each rounding to half, pass by pass
+            // over the buffer as torch runs them; the bulk (F16C) conversions
+            // give the scalar ones' bits at vector speed.
             auto& h = b.half;
             h.resize(flat.size());
-            for (std::size_t i = 0; i < flat.size(); ++i) h[i] = fp16_bits(flat[i]);
+            float_to_fp16(flat.data(), h.data(), flat.size());
+            fp16_to_float(h.data(), flat.data(), flat.size());
+            for (auto& v : flat) v /= static_cast<float>(world);
+            float_to_fp16(flat.data(), h.data(), flat.size());
             if (!h.empty()) comm.allreduce_sum(h.data(), static_cast<std::int64_t>(h.size()));
-            for (std::size_t i = 0; i < flat.size(); ++i) flat[i] = fp16_value(h[i]);  // decompress: into fp32
+            fp16_to_float(h.data(), flat.data(), flat.size());  // decompress: into fp32
         } else {
-            allreduce(flat, comm);              // a float sum of bf16 values ...
-            for (auto& v : flat) v = round(v);  // ... rounded back to bf16; decompress copies it into fp32
+            // buffer.to(bfloat16).div_(world): both round to bf16.
+            for (auto& v : flat) v = round_to_bf16(round_to_bf16(v) / static_cast<float>(world));
+            allreduce(flat, comm);                      // a float sum of bf16 values ...
+            for (auto& v : flat) v = round_to_bf16(v);  // ... rounded back to bf16; decompress copies it into fp32
         }
         return finish();
     }
