@@ -192,6 +192,14 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
             backward_task[static_cast<std::size_t>(li)] =
                 step.backward(m, li, search, sync ? 2 * grad_bytes : 0);
             if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
+            // gradient_as_bucket_view after zero_grad(set_to_none=True): autograd
+            // still writes each gradient into a fresh tensor, which the Reducer
+            // copies into its bucket view and frees (reducer.cpp,
+            // mark_variable_ready_dense): transient memory, and fresh pages.
+            if (m == 0 && as_view && sync) {
+                plan.alloc(MemCategory::gradients, grad_bytes);
+                plan.release(MemCategory::gradients, grad_bytes);
+            }
             if (!sync) continue;
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
             while (next_bucket < buckets.size() && ready_layer[next_bucket] >= li) {

@@ -146,6 +146,24 @@ TEST_CASE("torch's CPU default: gradients freed by zero_grad are faulted in agai
     }
     CHECK(gradient_bytes == fresh.workload->param_count() * 4);
     CHECK(fresh.metrics.step_time_s > plain.metrics.step_time_s);
+
+    SECTION("gradient_as_bucket_view: each gradient is still born a fresh tensor, copied into its view and freed") {
+        Config view = c;
+        view.knobs = {{"gradient_as_bucket_view", "true"}};
+        const SimResult v = simulate(view, cal);
+        std::int64_t allocated = 0, net = 0;
+        for (const Task& t : v.plan.tasks)
+            for (const auto& d : v.plan.memory_of(t))
+                if (d.category == MemCategory::gradients) {
+                    if (d.bytes > 0) allocated += d.bytes;
+                    net += d.bytes;
+                }
+        CHECK(allocated == v.workload->param_count() * 4);  // every gradient once, as without views
+        CHECK(net == 0);                                     // each freed by the same backward task
+        Config view_kept = view;
+        view_kept.host_memory_reuse = true;
+        CHECK(v.metrics.step_time_s > simulate(view_kept, cal).metrics.step_time_s);
+    }
 }
 
 TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, before the first forward") {
