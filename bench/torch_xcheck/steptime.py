@@ -8,7 +8,8 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
 1. torch (PyPI 2.x, gloo, one intra-op thread per rank): dtsim's mlp-LxW as
    nn.Sequential of L x (Linear(W, W), ReLU), MSELoss, SGD, batch B per rank.
    Cases: DDP on 1 rank; on 2 ranks with bucket_cap_mb 1, 25 and 100, with
-   gradient_as_bucket_view, and with the fp16 compression hook. Each case runs
+   gradient_as_bucket_view, and with the fp16 compression hook; FSDP1
+   FULL_SHARD and SHARD_GRAD_OP, each Linear a unit, on 2 ranks. Each case runs
    twice (the run-to-run noise is printed); a step is zero_grad(set_to_none),
    forward, loss, backward, optimizer step, timed on each rank, the slower rank
    taken; the figure is the median over the steps after warm-up.
@@ -47,14 +48,21 @@ from dtsim_run import calibrate, compilers_running, publish
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# name -> (ranks, DDP keyword arguments / hook, dtsim --set knobs)
+# name -> (ranks, DDP keyword arguments / hook / FSDP sharding, dtsim's strategy and --set knobs).
+# FSDP1 wraps each Linear (ModuleWrapPolicy); dtsim's size policy closing a
+# unit at width^2 parameters gives the same units ("{unit}" is filled in).
 CASES = {
-    "1 rank": (1, {}, []),
-    "bucket 1 MiB": (2, {"bucket_cap_mb": 1}, ["bucket_cap_mb=1"]),
-    "bucket 25 MiB": (2, {"bucket_cap_mb": 25}, ["bucket_cap_mb=25"]),
-    "bucket 100 MiB": (2, {"bucket_cap_mb": 100}, ["bucket_cap_mb=100"]),
-    "as bucket view": (2, {"gradient_as_bucket_view": True}, ["gradient_as_bucket_view=true"]),
-    "fp16 hook": (2, {"hook": "fp16"}, ["comm_hook=fp16_compress"]),
+    "1 rank": (1, {}, ["ddp"]),
+    "bucket 1 MiB": (2, {"bucket_cap_mb": 1}, ["ddp", "bucket_cap_mb=1"]),
+    "bucket 25 MiB": (2, {"bucket_cap_mb": 25}, ["ddp", "bucket_cap_mb=25"]),
+    "bucket 100 MiB": (2, {"bucket_cap_mb": 100}, ["ddp", "bucket_cap_mb=100"]),
+    "as bucket view": (2, {"gradient_as_bucket_view": True}, ["ddp", "gradient_as_bucket_view=true"]),
+    "fp16 hook": (2, {"hook": "fp16"}, ["ddp", "comm_hook=fp16_compress"]),
+    "FSDP FULL_SHARD": (2, {"fsdp": "FULL_SHARD"},
+                        ["fsdp", "sharding_strategy=FULL_SHARD", "auto_wrap_policy=size", "min_num_params={unit}"]),
+    "FSDP SHARD_GRAD_OP": (2, {"fsdp": "SHARD_GRAD_OP"},
+                           ["fsdp", "sharding_strategy=SHARD_GRAD_OP", "auto_wrap_policy=size",
+                            "min_num_params={unit}"]),
 }
 BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
 
@@ -80,7 +88,15 @@ def ddp_worker(rank: int, world: int, init: str, layers: int, width: int, batch:
     torch.manual_seed(1)
     kwargs = dict(kwargs)
     hook = kwargs.pop("hook", None)
-    model = DDP(build_model(layers, width), **kwargs)
+    sharding = kwargs.pop("fsdp", None)
+    if sharding:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        model = FSDP(build_model(layers, width), sharding_strategy=getattr(ShardingStrategy, sharding),
+                     auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}), device_id=torch.device("cpu"))
+    else:
+        model = DDP(build_model(layers, width), **kwargs)
     if hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -118,8 +134,13 @@ def run_torch_case(ranks: int, kwargs: dict, a) -> float:
     return statistics.median(times[a.warmup:])
 
 
-def time_gemm_points(a) -> list[dict]:
-    """torch's own GEMMs (one thread) at the model's shapes, as dtsim's GEMM points (m, n, k, time_us)."""
+def time_gemm_points(a, windows: list[list[float]] | None = None) -> list[dict]:
+    """torch's own GEMMs (one thread) at the model's shapes, as dtsim's GEMM points (m, n, k, time_us).
+
+    This machine's speed drifts 10-50 % within minutes, so one timing window
+    says little of the runs beside it. With `windows`, each call appends its
+    (forward, dgrad, wgrad) times to it and the points take the median over
+    every window so far (main() times a window before each torch case)."""
     import torch
 
     torch.set_num_threads(1)
@@ -140,6 +161,9 @@ def time_gemm_points(a) -> list[dict]:
     forward = mean_us(lambda: torch.nn.functional.linear(x, w, bias))  # x.W^T + b: m=B, n=W, k=W
     dgrad = mean_us(lambda: torch.mm(dy, w))                     # dY.W:  m=B, n=W, k=W (same shape as forward)
     wgrad = mean_us(lambda: torch.mm(dy.t(), x))                 # dY^T.X: m=W, n=W, k=B
+    if windows is not None:
+        windows.append([forward, dgrad, wgrad])
+        forward, dgrad, wgrad = (statistics.median(w[i] for w in windows) for i in range(3))
     # Each at its own layout, as dtsim prices nn.Linear's three GEMMs.
     return [
         {"dtype": "fp32", "m": B, "n": W, "k": W, "batch": 1, "time_us": forward, "layout": "nt",
@@ -151,28 +175,32 @@ def time_gemm_points(a) -> list[dict]:
     ]
 
 
-def dtsim_predict(dtsim: str, hardware: str, ranks: int, knobs: list[str], a) -> float:
+def dtsim_args(spec: list[str], a) -> list[str]:
+    """A case's dtsim spec (strategy, then knobs) as command-line arguments."""
+    args = ["--strategy", spec[0]]
+    for k in spec[1:]:
+        args += ["--set", k.format(unit=a.width * a.width)]
+    return args
+
+
+def dtsim_predict(dtsim: str, hardware: str, ranks: int, spec: list[str], a) -> float:
     cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
            "--gpus-per-node", str(ranks), "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
-           "--strategy", "ddp", "--format", "json"]
-    for k in knobs:
-        cmd += ["--set", k]
+           "--format", "json"] + dtsim_args(spec, a)
     r = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return float(json.loads(r.stdout)["step_time_s"])
 
 
-def dtsim_execute(dtsim: str, ranks: int, knobs: list[str], a) -> float | None:
+def dtsim_execute(dtsim: str, ranks: int, spec: list[str], a) -> float | None:
     """The executor's median step time for one case (None where it cannot train it)."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
     cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", dtsim, "execute", "--backend", "gloo", "--allocator",
            "torch", "--mode", "train", "--model", f"mlp-{a.layers}x{a.width}", "--micro-batch", str(a.batch),
-           "--precision", "fp32", "--optimizer", "sgd", "--strategy", "ddp", "--steps", str(a.steps),
-           "--format", "json"]
-    for k in knobs:
-        cmd += ["--set", k]
+           "--precision", "fp32", "--optimizer", "sgd", "--steps", str(a.steps), "--format", "json"]
+    cmd += dtsim_args(spec, a)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
-        print(f"dtsim execute failed for {knobs}: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        print(f"dtsim execute failed for {spec}: {r.stderr.strip()[-300:]}", file=sys.stderr)
         return None
     return float(json.loads(r.stdout)["median_step_time_s"])
 
@@ -196,11 +224,13 @@ def main() -> int:
     busy = compilers_running()
     started = time.time()
     measured: dict[str, list[float]] = {}
+    windows: list[list[float]] = []
     for rep in range(2):
         for name, (ranks, kwargs, _) in CASES.items():
             print(f"torch: {name} (run {rep + 1})", file=sys.stderr)
+            time_gemm_points(a, windows)  # a GEMM timing window beside each run
             measured.setdefault(name, []).append(run_torch_case(ranks, kwargs, a))
-    gemms = time_gemm_points(a)
+    gemms = time_gemm_points(a, windows)
     with tempfile.TemporaryDirectory() as d:
         cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration)
         cal["gemm_points"] = [{k: v for k, v in g.items() if k != "layouts"} for g in gemms]
@@ -215,16 +245,18 @@ def main() -> int:
         print(f"dtsim execute: {name}", file=sys.stderr)
         executed[name] = dtsim_execute(a.dtsim, ranks, knobs, a)
 
-    lines = [f"## {datetime.date.today()}: torch {torch.__version__} DDP step times against dtsim "
+    lines = [f"## {datetime.date.today()}: torch {torch.__version__} DDP and FSDP step times against dtsim "
              f"(mlp-{a.layers}x{a.width}, batch {a.batch} per rank, SGD, fp32, gloo)", "",
              f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
              f"Run time {time.time() - started:.0f} s. torch: median step of steps {a.warmup + 1}-{a.steps}, "
              "slower rank, two runs per case. dtsim: `calibrate --backend gloo`"
-             f"{' --quick' if a.quick_calibration else ''} with torch's GEMM times as its GEMM points:",
+             f"{' --quick' if a.quick_calibration else ''} with torch's GEMM times as its GEMM points (median over "
+             f"{len(windows)} timing windows, one beside each torch run; their range is given):",
              ""]
-    for g in gemms:
+    for i, g in enumerate(gemms):
+        lo, hi = min(w[i] for w in windows), max(w[i] for w in windows)
         lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
-                     ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()))
+                     ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) + f" (windows {lo:.0f}-{hi:.0f} us)")
     lines += ["", "| case | ranks | torch run 1 (ms) | torch run 2 (ms) | noise | dtsim (ms) | error "
                   "| dtsim execute (ms) | its error |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
