@@ -486,7 +486,8 @@ TEST_CASE("each GEMM layout is priced at its curve ratio and corrected foremost 
         CHECK(from_nn.gemm_ns(4096, 4096, 4096, 1, DType::bf16, 0, GemmLayout::nt) == Approx(1000.0e3 / 0.8));
     }
     SECTION("calibrations without layout fields price every layout as NN") {
-        const CostModel plain(base_calibration());
+        const Calibration without = base_calibration();  // CostModel keeps a reference: it must outlive it
+        const CostModel plain(without);
         CHECK(plain.gemm_ns(2048, 1024, 512, 1, DType::bf16, 0, GemmLayout::nt) ==
               plain.gemm_ns(2048, 1024, 512, 1, DType::bf16));
     }
