@@ -416,8 +416,16 @@ void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
         adam_step(tensors, ++adam_t_, lr_, impl);
     }
     for (auto& gr : s.groups) std::fill(gr.grad.begin(), gr.grad.end(), 0.0f);
+    // zero_grad(set_to_none=True): the unsharded gradients are freed, and come
+    // back at their first write in backward (backward_into), under
+    // fresh_gradients; else kept and zeroed. The shards stay.
     for (auto& slot : s.slots)
-        for (auto& g : slot) std::fill(g.begin(), g.end(), 0.0f);
+        for (auto& g : slot) {
+            if (fresh_gradients_)
+                std::vector<float>().swap(g);
+            else
+                std::fill(g.begin(), g.end(), 0.0f);
+        }
     if (s.gathers) {
         // Stale until all-gathered again.
         for (auto& p : params_) std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());

@@ -72,6 +72,18 @@ TEST_CASE("execute --allocator torch frees the gradients each step, and the step
     // The same training either way: only where the memory comes from differs.
     CHECK(t["loss"] == k["loss"]);
 
+    // FSDP's unsharded gradients too (the shards stay, as FSDP keeps them until zero_grad).
+    const std::string fsdp = run + "torch --strategy fsdp --set sharding_strategy=FULL_SHARD";
+    const Run sharded = run_dtsim_in(dir, fsdp);
+    REQUIRE(sharded.exit_code == 0);
+    const auto f = nlohmann::json::parse(sharded.out);
+    CHECK(f["page_faults_per_step"].get<double>() > 0.9 * gradient_pages);
+    const Run sharded_kept =
+        run_dtsim_in(dir, run + "dtsim --strategy fsdp --set sharding_strategy=FULL_SHARD");
+    REQUIRE(sharded_kept.exit_code == 0);
+    CHECK(nlohmann::json::parse(sharded_kept.out)["page_faults_per_step"].get<double>() < 0.1 * gradient_pages);
+    CHECK(f["loss"] == nlohmann::json::parse(sharded_kept.out)["loss"]);
+
     const Run replay = run_dtsim_in(dir, "execute --model mlp-2x64 --steps 2 --mode replay --allocator torch");
     CHECK(replay.exit_code == 2);
     CHECK_THAT(replay.err, Catch::Contains("--allocator torch") && Catch::Contains("train mode"));
