@@ -229,18 +229,18 @@ calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const
     curve.half_n = half_of(best.s[1]);
     curve.half_k = half_of(best.s[2]);
     curve.fit_error = std::sqrt(best.sse / static_cast<double>(samples.size()));
+    // The fitted curve's time for an aligned NN GEMM of `rows` x n x k.
+    const auto curve_us = [&](double rows, double n, double k) {
+        const double shape = rows / (rows + curve.half_m) * (n / (n + curve.half_n)) * (k / (k + curve.half_k));
+        return 2.0 * rows * n * k / (peak * 1e6 * curve.max_efficiency * shape);
+    };
     // Each misaligned family's rate against the curve's: the geometric mean of
     // modelled-aligned over measured time (at most 1; 1 without points).
     for (int family : {1, 2}) {
         const auto& of = by_family[static_cast<std::size_t>(family)];
         if (of.empty()) continue;
         double log_sum = 0;
-        for (const auto& s : of) {
-            const double shape =
-                s.m / (s.m + curve.half_m) * (s.n / (s.n + curve.half_n)) * (s.k / (s.k + curve.half_k));
-            const double aligned_us = s.ideal_us / (peak * 1e6 * curve.max_efficiency * shape);
-            log_sum += std::log(aligned_us / s.time_us);
-        }
+        for (const auto& s : of) log_sum += std::log(curve_us(s.m, s.n, s.k) / s.time_us);
         const double ratio = std::min(1.0, std::exp(log_sum / static_cast<double>(of.size())));
         (family == 1 ? curve.align4_ratio : curve.align2_ratio) = ratio;
     }
@@ -259,12 +259,10 @@ calib::GemmCurve fit_gemm_curve(DType dtype, double peak_tflops, std::span<const
                     q.batch == p->batch)
                     nn_us = q.time_us;
             if (!(nn_us > 0)) {
-                const double rows = static_cast<double>(p->m) * static_cast<double>(p->batch);
-                const double n = static_cast<double>(p->n), k = static_cast<double>(p->k);
-                const double shape = rows / (rows + curve.half_m) * (n / (n + curve.half_n)) * (k / (k + curve.half_k));
                 const int family = alignment_classes ? gemm_alignment_class(gemm_alignment(p->n, p->k), dtype) : 0;
-                nn_us = 2.0 * rows * n * k /
-                        (peak * 1e6 * curve.max_efficiency * shape * curve.alignment_ratio(family));
+                nn_us = curve_us(static_cast<double>(p->m) * static_cast<double>(p->batch), static_cast<double>(p->n),
+                                 static_cast<double>(p->k)) /
+                        curve.alignment_ratio(family);
             }
             log_sum += std::log(nn_us / p->time_us);
             ++count;
