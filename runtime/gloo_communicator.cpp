@@ -30,7 +30,9 @@
 #include <gloo/reduce.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
+#include <netdb.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -54,6 +56,25 @@ namespace {
 // long is a hang. The executor's watchdog reports hangs sooner.
 constexpr std::chrono::milliseconds kTimeout{std::chrono::minutes(5)};
 
+// Whether `host` resolves to an address this process can bind, as torch's
+// doesHostnameResolveToUsableAddress checks before using the host name.
+bool resolves_to_bindable_address(const char* host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* result = nullptr;
+    if (getaddrinfo(host, nullptr, &hints, &result) != 0 || result == nullptr) return false;
+    bool bindable = false;
+    for (const addrinfo* a = result; a != nullptr && !bindable; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd < 0) continue;
+        bindable = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+        close(fd);
+    }
+    freeaddrinfo(result);
+    return bindable;
+}
+
 // One TCP device per process (torch makes one per process group; the device
 // is only the listening socket and the event loop).
 std::shared_ptr<gloo::transport::Device> tcp_device() {
@@ -68,9 +89,11 @@ std::shared_ptr<gloo::transport::Device> tcp_device() {
         return device;
     }
     // torch's default: this host's name if it resolves to an address we can
-    // bind, else the loopback.
+    // bind, else the loopback. The check comes first: gloo's own lookup
+    // dereferences an unset result when getaddrinfo fails (a fresh root with
+    // no /etc/hosts entry for its name crashed there).
     char host[256] = {};
-    if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') {
+    if (gethostname(host, sizeof host - 1) == 0 && host[0] != '\0' && resolves_to_bindable_address(host)) {
         try {
             attr.hostname = host;
             device = gloo::transport::tcp::CreateDevice(attr);
