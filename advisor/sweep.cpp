@@ -1,11 +1,14 @@
 #include "dtsim/advisor/sweep.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
 #include "dtsim/sim/simulate.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -153,6 +156,120 @@ std::string sweep_json(const std::vector<SweepResult>& results) {
         arr.push_back(std::move(j));
     }
     return arr.dump(2) + "\n";
+}
+
+namespace {
+
+// The row's settings as single-value axes over `base`: one candidate, the
+// configuration the row was simulated with.
+sim::Config config_of_row(const SweepResult& row, const sim::Config& base, const std::string& file,
+                          const std::string& at) {
+    SearchSpace space;
+    bool has_grad_accum = false;
+    for (const auto& [k, v] : row.candidate.settings) {
+        space.axes.push_back({k, {v}});
+        has_grad_accum = has_grad_accum || k == "grad_accum";
+    }
+    // --global-batch derived grad_accum per row; the row says what it was.
+    if (!has_grad_accum) space.axes.push_back({"grad_accum", {std::to_string(row.candidate.config.grad_accum)}});
+    try {
+        auto candidates = enumerate(space, base);
+        return candidates.at(0).config;
+    } catch (const ConfigError& e) {
+        throw ParseError(file, at + "/settings",
+                         fmt::format("these settings do not apply to the base configuration given ({}); give the "
+                                     "options the sweep was run with",
+                                     e.what()));
+    }
+}
+
+}  // namespace
+
+std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base) {
+    check_json_text(text, file, "a sweep (the JSON array `dtsim sweep --format json` writes)");
+    nlohmann::ordered_json j;
+    try {
+        j = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw_json_syntax_error(e, text, file);
+    }
+    if (!j.is_array() || j.empty())
+        throw ParseError(file, "", "expected a non-empty array of sweep rows (`dtsim sweep --format json`)");
+    std::vector<SweepResult> out;
+    for (std::size_t i = 0; i < j.size(); ++i) {
+        const auto& row = j[i];
+        const std::string at = fmt::format("/{}", i);
+        if (!row.is_object()) throw ParseError(file, at, "expected an object (a sweep row)");
+        auto field = [&](const char* key) -> const nlohmann::ordered_json& {
+            if (!row.contains(key)) throw ParseError(file, at + "/" + key, "missing; expected a sweep row's field");
+            return row[key];
+        };
+        auto number = [&](const char* key) {
+            const auto& v = field(key);
+            if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+                throw ParseError(file, at + "/" + key, fmt::format("expected a number >= 0, found {}", json_excerpt(Json(v))));
+            return v.get<double>();
+        };
+        auto boolean = [&](const char* key) {
+            const auto& v = field(key);
+            if (!v.is_boolean()) throw ParseError(file, at + "/" + key, "expected true or false");
+            return v.get<bool>();
+        };
+        SweepResult r;
+        r.candidate.index = i;
+        const auto& settings = field("settings");
+        if (!settings.is_object()) throw ParseError(file, at + "/settings", "expected an object of axis values");
+        for (const auto& [k, v] : settings.items()) {
+            if (!v.is_string()) throw ParseError(file, at + "/settings/" + k, "expected a string");
+            r.candidate.settings.emplace_back(k, v.get<std::string>());
+            if (k == "strategy") r.candidate.strategy = v.get<std::string>();
+        }
+        if (r.candidate.strategy.empty()) r.candidate.strategy = base ? base->strategy : "";
+        r.candidate.config.micro_batch = static_cast<std::int64_t>(number("micro_batch"));
+        r.candidate.config.grad_accum = static_cast<int>(number("grad_accum"));
+        r.simulated = boolean("simulated");
+        r.fits = boolean("fits");
+        const auto& why = field("why");
+        if (!why.is_string()) throw ParseError(file, at + "/why", "expected a string");
+        r.why = why.get<std::string>();
+        if (r.simulated) {
+            r.step_time_s = number("step_time_s");
+            r.samples_per_s = number("samples_per_s");
+            r.tokens_per_s = number("tokens_per_s");
+            r.mfu = number("mfu");
+            r.compute_s = number("compute_s");
+            r.exposed_comm_s = number("exposed_comm_s");
+            r.peak_memory_bytes = static_cast<std::int64_t>(number("peak_memory_bytes"));
+            r.usable_memory_bytes = static_cast<std::int64_t>(number("usable_memory_bytes"));
+        }
+        if (base && r.simulated) {  // a skipped row has no configuration to show
+            const std::int64_t micro_batch = r.candidate.config.micro_batch;
+            r.candidate.config = config_of_row(r, *base, file, at);
+            if (r.candidate.config.micro_batch != micro_batch)
+                throw ParseError(file, at + "/micro_batch",
+                                 fmt::format("{} in the file, {} from its settings over the base configuration; give "
+                                             "the --micro-batch the sweep was run with",
+                                             micro_batch, r.candidate.config.micro_batch));
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base) {
+    return parse_sweep_json(read_config_file(path), path, base);
+}
+
+bool looks_like_sweep_json(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string head(4096, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<std::size_t>(in.gcount()));
+    const auto first = head.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || head[first] != '[') return false;
+    // A sweep row's first keys are "index", "config", "settings"; a trace event has "ph".
+    const auto settings = head.find("\"settings\"");
+    return settings != std::string::npos && head.find("\"ph\"") > settings;
 }
 
 }  // namespace dtsim::advisor

@@ -233,6 +233,55 @@ TEST_CASE("the CSV has a header and one row per configuration") {
     CHECK_THAT(lines[5], Catch::Contains(",false,") && Catch::Contains("not a multiple"));  // ddp micro_batch=3
 }
 
+TEST_CASE("a sweep's JSON reads back with its figures, and with the base configuration its rows' configurations") {
+    auto space = parse_axes({"strategy=ddp,fsdp", "micro_batch=1,2,3", "bucket_cap_mb=25,100"});
+    space.global_batch = 8;
+    const sim::Config base = base_config("gpt2", 1, 2);
+    const auto written = run_sweep(enumerate(space, base), h100());
+    const std::string text = sweep_json(written);
+
+    const auto figures_only = parse_sweep_json(text, "sweep.json", nullptr);
+    REQUIRE(figures_only.size() == written.size());
+    for (std::size_t i = 0; i < written.size(); ++i) {
+        INFO(written[i].candidate.label());
+        CHECK(figures_only[i].candidate.label() == written[i].candidate.label());
+        CHECK(figures_only[i].simulated == written[i].simulated);
+        CHECK(figures_only[i].fits == written[i].fits);
+        CHECK(figures_only[i].why == written[i].why);
+        CHECK(figures_only[i].step_time_s == Approx(written[i].step_time_s).epsilon(1e-12));
+        CHECK(figures_only[i].peak_memory_bytes == written[i].peak_memory_bytes);
+    }
+    // The same text again: a sweep of the rows read back gives the same file.
+    CHECK(sweep_json(figures_only) == text);
+
+    const auto rebuilt = parse_sweep_json(text, "sweep.json", &base);
+    for (std::size_t i = 0; i < written.size(); ++i) {
+        if (!written[i].simulated) continue;
+        INFO(written[i].candidate.label());
+        const sim::Config& want = written[i].candidate.config;
+        const sim::Config& got = rebuilt[i].candidate.config;
+        CHECK(got.strategy == want.strategy);
+        CHECK(got.micro_batch == want.micro_batch);
+        CHECK(got.grad_accum == want.grad_accum);
+        // Simulated again, a rebuilt row gives the figures in the file.
+        std::shared_ptr<const models::Workload> workload;
+        CHECK(simulate_outcome(got, workload, h100()).step_time_s == Approx(written[i].step_time_s).epsilon(1e-12));
+    }
+
+    // Another base than the sweep's: named, with the field.
+    sim::Config other = base;
+    other.micro_batch = 5;
+    const auto one_axis = run_sweep(enumerate(parse_axes({"strategy=ddp,fsdp"}), base), h100());
+    CHECK_THROWS_WITH(parse_sweep_json(sweep_json(one_axis), "s.json", &other),
+                      Catch::Contains("s.json") && Catch::Contains("/0/micro_batch") &&
+                          Catch::Contains("--micro-batch"));
+    // Not a sweep: the file and what was expected.
+    CHECK_THROWS_WITH(parse_sweep_json("{\"traceEvents\": []}", "t.json", nullptr),
+                      Catch::Contains("t.json") && Catch::Contains("array of sweep rows"));
+    CHECK_THROWS_WITH(parse_sweep_json("[{\"settings\": {}}]", "s.json", nullptr),
+                      Catch::Contains("/0/micro_batch") && Catch::Contains("missing"));
+}
+
 TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only across nodes") {
     const auto one = enumerate(default_space(base_config("gpt2", 1, 8), 64), base_config("gpt2", 1, 8));
     const auto two = enumerate(default_space(base_config("gpt2", 2, 8), 64), base_config("gpt2", 2, 8));

@@ -53,6 +53,17 @@ std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, con
 std::string sweep_csv(const std::vector<SweepResult>& results);
 std::string sweep_json(const std::vector<SweepResult>& results);
 
+// A `dtsim sweep --format json` file read back (the GUI's sweep view opens
+// them). Each row's figures and settings are kept as written. With `base`
+// (the configuration the sweep was run over: --model, --nodes, ...) each
+// row's Config is rebuilt from its settings, so that it can be simulated
+// again; without it, candidate.config is left default and has_config() is
+// false. Errors name the file and the field. `looks_like_sweep_json` tells
+// a sweep file from a trace by its first few KiB.
+std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base);
+std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base);
+bool looks_like_sweep_json(const std::string& path);
+
 // "12.30 GiB"
 std::string gib(std::int64_t bytes);
 
