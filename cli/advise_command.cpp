@@ -11,6 +11,7 @@
 #include "dtsim/common/json_io.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
+#include "space_options.hpp"
 
 #include <fmt/format.h>
 
@@ -18,10 +19,6 @@
 #include <memory>
 
 namespace dtsim::cli {
-
-// Defined in sweep_command.cpp.
-std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
-                                                    const calib::Calibration& cal);
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"
+#include "space_options.hpp"
 
 #include <fmt/format.h>
 
@@ -21,27 +22,30 @@
 
 namespace dtsim::cli {
 
-// Also used by `dtsim advise` (advise_command.cpp declares it).
-std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
-                                                    const calib::Calibration& cal);
-
 namespace {
 
 struct SweepOptions {
-    std::vector<std::string> axes;
-    std::string space_file;
-    std::int64_t global_batch = 0;
+    SpaceOptions space;
     std::string format = "table";
 };
 
-advisor::SearchSpace space_from_options(const SweepOptions& s) {
+}  // namespace
+
+advisor::SearchSpace space_from_options(const SpaceOptions& s) {
     advisor::SearchSpace space = s.space_file.empty() ? advisor::SearchSpace{} : advisor::load_space(s.space_file);
     for (const auto& spec : s.axes) advisor::add_axis(space, advisor::parse_axis(spec));
     if (s.global_batch > 0) space.global_batch = s.global_batch;
     return space;
 }
 
-}  // namespace
+void add_space_options(CLI::App& cmd, SpaceOptions& s) {
+    cmd.add_option("--axis", s.axes,
+                   "an axis of the space, key=v1,v2,...: strategy, micro_batch, grad_accum, seq_len, precision, "
+                   "activation_checkpointing or a strategy knob (repeatable)");
+    cmd.add_option("--space", s.space_file, "a JSON search space: {\"strategy\": [...], \"knobs\": {...}}");
+    cmd.add_option("--global-batch", s.global_batch,
+                   "samples per optimizer step over all GPUs; grad_accum = global / (micro_batch x GPUs)");
+}
 
 std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::Candidate>& candidates,
                                                     const calib::Calibration& cal) {
@@ -58,15 +62,6 @@ std::vector<advisor::SweepResult> run_with_progress(const std::vector<advisor::C
 }
 
 namespace {
-
-void add_sweep_options(CLI::App& cmd, SweepOptions& s) {
-    cmd.add_option("--axis", s.axes,
-                   "an axis of the space, key=v1,v2,...: strategy, micro_batch, grad_accum, seq_len, precision, "
-                   "activation_checkpointing or a strategy knob (repeatable)");
-    cmd.add_option("--space", s.space_file, "a JSON search space: {\"strategy\": [...], \"knobs\": {...}}");
-    cmd.add_option("--global-batch", s.global_batch,
-                   "samples per optimizer step over all GPUs; grad_accum = global / (micro_batch x GPUs)");
-}
 
 std::string table(const std::vector<advisor::SweepResult>& results) {
     std::string out = fmt::format("{:>4}  {:<60} {:>10} {:>11} {:>6} {:>10} {:>11}  {}\n", "#", "configuration", "step",
@@ -97,13 +92,13 @@ void add_sweep_command(CLI::App& app) {
     cmd->add_option("--format", sweep->format, "output: table, csv or json")
         ->check(CLI::IsMember({"table", "csv", "json"}))
         ->capture_default_str();
-    add_sweep_options(*cmd, *sweep);
+    add_space_options(*cmd, sweep->space);
     cmd->footer(
         "Example:\n  dtsim sweep --model gpt2-xl --nodes 2 --precision bf16-mixed --axis strategy=ddp,fsdp \\\n"
         "      --axis micro_batch=1,2,4 --axis bucket_cap_mb=10,25,50 --format csv");
     cmd->callback([opts, sweep] {
         const sim::Config base = make_config(*opts);
-        const auto candidates = advisor::enumerate(space_from_options(*sweep), base);
+        const auto candidates = advisor::enumerate(space_from_options(sweep->space), base);
         const calib::Calibration cal = load_hardware(*opts);
         std::vector<advisor::SweepResult> results;
         if (advisor::launched_by_mpirun()) {
