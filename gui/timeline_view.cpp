@@ -139,6 +139,8 @@ double TimelineView::x_of_time(double t_ns) const { return kGutterPx + (t_ns - t
 void TimelineView::set_search(const QString& text) {
     matches_.clear();
     is_match_.clear();
+    ordered_matches_.clear();
+    current_match_ = static_cast<std::size_t>(-1);
     match_count_ = 0;
     searching_ = !text.isEmpty() && index_;
     if (searching_) {
@@ -154,11 +156,37 @@ void TimelineView::set_search(const QString& text) {
                 if (name >= 0 && name_matches[static_cast<std::size_t>(name)]) {
                     matches_[r].push_back(s);
                     is_match_[static_cast<std::size_t>(s)] = 1;
+                    ordered_matches_.push_back(s);
                     ++match_count_;
                 }
             }
+        std::sort(ordered_matches_.begin(), ordered_matches_.end(), [&](std::int32_t a, std::int32_t b) {
+            const auto& sa = span_of(*index_, a);
+            const auto& sb = span_of(*index_, b);
+            return sa.start_ns != sb.start_ns ? sa.start_ns < sb.start_ns : a < b;
+        });
     }
     update();
+}
+
+bool TimelineView::step_match(int direction) {
+    if (ordered_matches_.empty()) return false;
+    const std::size_t n = ordered_matches_.size();
+    if (current_match_ >= n)
+        current_match_ = direction >= 0 ? 0 : n - 1;
+    else
+        current_match_ = (current_match_ + (direction >= 0 ? 1 : n - 1)) % n;
+    const std::int32_t span = ordered_matches_[current_match_];
+    const auto& s = span_of(*index_, span);
+    const double width = plot_width_px();
+    double ns_per_px = ns_per_px_;
+    // A match under 2 pixels is zoomed to a tenth of the view; one wider than the view is fitted.
+    if (static_cast<double>(s.dur_ns) < 2 * ns_per_px) ns_per_px = std::max(1.0, static_cast<double>(s.dur_ns) * 10 / width);
+    if (static_cast<double>(s.dur_ns) > width * ns_per_px) ns_per_px = static_cast<double>(s.dur_ns) * 1.1 / width;
+    set_window(static_cast<double>(s.start_ns) + static_cast<double>(s.dur_ns) / 2 - width / 2 * ns_per_px, ns_per_px);
+    selected_ = -1;  // so that the selection signal fires even when it was selected before
+    select_span(span);
+    return true;
 }
 
 void TimelineView::select_span(std::int32_t span) {
@@ -590,6 +618,7 @@ void TimelineView::keyPressEvent(QKeyEvent* e) {
         case Qt::Key_A: pan_px(plot_width_px() * 0.15); break;
         case Qt::Key_D: pan_px(-plot_width_px() * 0.15); break;
         case Qt::Key_Slash: emit search_requested(); break;
+        case Qt::Key_N: step_match(e->modifiers() & Qt::ShiftModifier ? -1 : 1); break;
         case Qt::Key_Escape: select_span(-1); break;
         default: QWidget::keyPressEvent(e); return;
     }

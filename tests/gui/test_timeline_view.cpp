@@ -133,6 +133,30 @@ TEST_CASE("click selects into the details pane and slash searches and keys zoom 
     pane.search_box()->clear();
     CHECK(view.match_count() == 0);
 
+    // Next and previous match, in time order (ties by span), wrapping round; each is selected and centred.
+    pane.search_box()->setText(QStringLiteral("h.3"));
+    CHECK(pane.match_text() == QStringLiteral("3 matches"));
+    QTest::keyClick(pane.search_box(), Qt::Key_Return);
+    CHECK(view.selected_span() == k.forward);
+    CHECK(pane.match_text() == QStringLiteral("1 of 3"));
+    CHECK(pane.details_text().contains(QStringLiteral("forward h.3")));
+    QTest::keyClick(&view, Qt::Key_N);
+    CHECK(view.selected_span() == k.rank1_compute);
+    pane.step_match(1);
+    const std::int32_t backward = view.selected_span();
+    CHECK(pane.match_text() == QStringLiteral("3 of 3"));
+    REQUIRE(view.span_rect(backward));
+    CHECK(view.span_rect(backward)->center().x() == Approx(view.x_of_time(6000)).margin(1));
+    CHECK(view.x_of_time(6000) == Approx(view.x_of_time(view.t0_ns()) + view.plot_width_px() / 2.0).margin(1));
+    QTest::keyClick(&view, Qt::Key_N);
+    CHECK(view.selected_span() == k.forward);  // wrapped
+    QTest::keyClick(&view, Qt::Key_N, Qt::ShiftModifier);
+    CHECK(view.selected_span() == backward);
+    pane.search_box()->setText(QStringLiteral("no such span"));
+    CHECK(pane.match_text() == QStringLiteral("no match"));
+    CHECK_FALSE(view.step_match(1));
+    pane.search_box()->clear();
+
     // W zooms in around the centre, S back out, F fits everything.
     const double fit = view.ns_per_px();
     const double centre_t = view.t0_ns() + view.plot_width_px() / 2.0 * fit;

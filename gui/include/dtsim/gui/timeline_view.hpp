@@ -1,7 +1,8 @@
 // TimelineView: one trace drawn as lanes (a lane per rank and track, a rank
 // collapsible to one line), a time ruler, a legend, and a counter track per
 // rank (device memory, its peak marked). Mouse wheel zooms around the
-// cursor, drag pans, F fits all, W/S zoom, A/D pan, / asks for a search;
+// cursor, drag pans, F fits all, W/S zoom, A/D pan, / asks for a search,
+// N / Shift+N step through the matches;
 // hovering shows a span's details, a click selects it.
 #pragma once
 
@@ -57,6 +58,12 @@ public:
     // highlighted and the rest dimmed. Empty clears it.
     void set_search(const QString& text);
     std::size_t match_count() const { return match_count_; }
+    // Selects the next (+1) or previous (-1) match in time order, wrapping
+    // round, and centres it (zooming in when it would be under 2 pixels wide);
+    // N and Shift+N, or Enter and Shift+Enter in the search box. The position
+    // counts from 1 ("3 of 17"); 0 before the first step.
+    bool step_match(int direction);
+    std::size_t match_position() const { return current_match_ + 1; }
 
     void select_span(std::int32_t span);  // -1 clears
     std::int32_t selected_span() const { return selected_; }
@@ -122,6 +129,8 @@ private:
     std::vector<std::vector<std::int32_t>> matches_;  // per row: matching spans
     std::vector<char> is_match_;                     // per span
     std::size_t match_count_ = 0;
+    std::vector<std::int32_t> ordered_matches_;  // every match, by start time
+    std::size_t current_match_ = static_cast<std::size_t>(-1);
     bool searching_ = false;
     std::vector<QRgb> span_colors_;
     std::vector<std::pair<QString, QColor>> legend_;
