@@ -38,31 +38,54 @@ double median(std::vector<double> v) {
     return *mid;
 }
 
-}  // namespace
-
-Comparison compare_traces(const TraceModel& predicted, const TraceModel& measured) {
-    Comparison c;
+// Each measured key with the predicted spans it is matched against (dtsim
+// predicts one representative rank: every measured rank is matched against it).
+template <class Visit>
+void for_each_key_pair(const TraceModel& predicted, const TraceModel& measured, Visit&& visit) {
     const auto p = spans_by_key(predicted);
     const auto m = spans_by_key(measured);
-    // dtsim predicts one representative rank: every measured rank is matched against it.
     const bool representative = predicted.ranks.size() == 1;
     const std::int32_t predicted_rank = representative ? predicted.ranks[0].rank : 0;
-    std::vector<char> predicted_matched(predicted.spans.size(), 0);
-    std::int32_t matched_measured = 0;
     for (const auto& [key, m_spans] : m) {
         const auto& [rank, track, name] = key;
         const auto it = p.find({representative ? predicted_rank : rank, track, name});
-        const std::size_t n = it == p.end() ? 0 : std::min(m_spans.size(), it->second.size());
+        if (it != p.end()) visit(it->second, m_spans);
+    }
+}
+
+}  // namespace
+
+int measured_step_count(const TraceModel& predicted, const TraceModel& measured) {
+    std::map<std::size_t, std::size_t> ratios;  // whole ratio -> keys
+    for_each_key_pair(predicted, measured, [&](const auto& p_spans, const auto& m_spans) {
+        if (!p_spans.empty()) ++ratios[m_spans.size() / p_spans.size()];
+    });
+    std::size_t best = 1, keys = 0;
+    for (const auto& [ratio, n] : ratios)
+        if (ratio >= 1 && n > keys) {
+            best = ratio;
+            keys = n;
+        }
+    return static_cast<int>(best);
+}
+
+Comparison compare_traces(const TraceModel& predicted, const TraceModel& measured, int measured_step) {
+    Comparison c;
+    std::vector<char> predicted_matched(predicted.spans.size(), 0);
+    std::int32_t matched_measured = 0;
+    for_each_key_pair(predicted, measured, [&](const auto& p_spans, const auto& m_spans) {
+        const std::size_t offset = static_cast<std::size_t>(std::max(0, measured_step)) * p_spans.size();
+        const std::size_t n = offset < m_spans.size() ? std::min(m_spans.size() - offset, p_spans.size()) : 0;
         for (std::size_t k = 0; k < n; ++k) {
-            const Span& ps = predicted.spans[static_cast<std::size_t>(it->second[k])];
-            const Span& ms = measured.spans[static_cast<std::size_t>(m_spans[k])];
+            const Span& ps = predicted.spans[static_cast<std::size_t>(p_spans[k])];
+            const Span& ms = measured.spans[static_cast<std::size_t>(m_spans[offset + k])];
             const double error = ps.dur_ns > 0 ? static_cast<double>(ms.dur_ns - ps.dur_ns) / static_cast<double>(ps.dur_ns)
                                                : (ms.dur_ns > 0 ? 1.0 : 0.0);
-            c.matches.push_back({.predicted = it->second[k], .measured = m_spans[k], .error = error});
-            predicted_matched[static_cast<std::size_t>(it->second[k])] = 1;
+            c.matches.push_back({.predicted = p_spans[k], .measured = m_spans[offset + k], .error = error});
+            predicted_matched[static_cast<std::size_t>(p_spans[k])] = 1;
         }
         matched_measured += static_cast<std::int32_t>(n);
-    }
+    });
     c.unmatched_measured = static_cast<std::int32_t>(measured.spans.size()) - matched_measured;
     c.unmatched_predicted =
         static_cast<std::int32_t>(std::count(predicted_matched.begin(), predicted_matched.end(), char{0}));

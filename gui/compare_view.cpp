@@ -3,8 +3,11 @@
 #include "dtsim/gui/style.hpp"
 #include "dtsim/gui/timeline_view.hpp"
 
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QSignalBlocker>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -14,6 +17,8 @@
 
 namespace dtsim::gui {
 namespace {
+
+using traces::TraceModel;
 
 const QColor kUnmatched(0x5a, 0x5a, 0x5a);
 
@@ -54,6 +59,19 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
     };
     add_view(predicted_label_, predicted_);
     add_view(measured_label_, measured_);
+    // The measured step to compare, beside the measured trace's name.
+    step_label_ = new QLabel(tr("measured step"), this);
+    step_box_ = new QSpinBox(this);
+    step_box_->setMinimum(1);
+    auto* measured_bar = new QHBoxLayout;
+    measured_bar->setContentsMargins(0, 0, 0, 0);
+    auto* measured_box = measured_label_->parentWidget();
+    static_cast<QVBoxLayout*>(measured_box->layout())->removeWidget(measured_label_);
+    measured_bar->addWidget(measured_label_, 1);
+    measured_bar->addWidget(step_label_);
+    measured_bar->addWidget(step_box_);
+    static_cast<QVBoxLayout*>(measured_box->layout())->insertLayout(0, measured_bar);
+    connect(step_box_, &QSpinBox::valueChanged, this, [this](int value) { set_measured_step(value - 1); });
 
     auto* bottom = new QWidget(split);
     auto* bl = new QVBoxLayout(bottom);
@@ -83,28 +101,77 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
 void CompareView::follow(TimelineView* from, TimelineView* to, double t0_ns, double ns_per_px) {
     if (following_ || !from->index() || !to->index()) return;
     following_ = true;
-    // One time axis: both traces measured from their own first event.
-    to->set_window(t0_ns - static_cast<double>(from->index()->begin_ns()) + static_cast<double>(to->index()->begin_ns()),
-                   ns_per_px);
+    // One time axis: the predicted trace from its first event, the measured
+    // one from the start of the step compared.
+    to->set_window(t0_ns - origin_ns(from) + origin_ns(to), ns_per_px);
     following_ = false;
+}
+
+double CompareView::origin_ns(const TimelineView* view) const {
+    return view == measured_ ? measured_origin_ns_ : static_cast<double>(view->index()->begin_ns());
 }
 
 void CompareView::fit_all() {
     if (!predicted_->index() || !measured_->index()) return;
-    // Both on the longer trace's scale, so equal times line up.
+    // A later step: the prediction fills the width and the step follows it.
+    // Else both on the longer trace's scale, so equal times line up.
     const auto length = [](const TimelineView* v) { return v->index()->end_ns() - v->index()->begin_ns(); };
-    (length(predicted_) >= length(measured_) ? predicted_ : measured_)->fit_all();
+    TimelineView* lead = step_ > 0 || length(predicted_) >= length(measured_) ? predicted_ : measured_;
+    lead->fit_all();
+    // The other follows even when the fit left the lead's window as it was (no signal then).
+    follow(lead, lead == predicted_ ? measured_ : predicted_, lead->t0_ns(), lead->ns_per_px());
+}
+
+QString CompareView::totals_text() const { return totals_->text(); }
+
+void CompareView::set_measured_step(int step) {
+    step_ = std::clamp(step, 0, steps_ - 1);
+    {
+        const QSignalBlocker block(step_box_);
+        step_box_->setValue(step_ + 1);
+    }
+    compare_step();
+    fit_all();
 }
 
 void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
                              std::shared_ptr<const TimelineIndex> measured, const QString& predicted_name,
                              const QString& measured_name) {
-    comparison_ = compare_traces(predicted->model(), measured->model());
     predicted_label_->setText(tr("Predicted: %1").arg(predicted_name));
     measured_label_->setText(tr("Measured: %1").arg(measured_name));
+    steps_ = measured_step_count(predicted->model(), measured->model());
+    step_ = 0;
+    step_box_->setMaximum(steps_);
+    step_box_->setSuffix(tr(" of %1").arg(steps_));
+    step_box_->setVisible(steps_ > 1);
+    step_label_->setVisible(steps_ > 1);
+    following_ = true;
+    predicted_->set_index(std::move(predicted));
+    measured_->set_index(std::move(measured));
+    following_ = false;
+    set_measured_step(0);
+}
 
-    std::vector<QRgb> p_colors(predicted->model().spans.size(), kUnmatched.rgba());
-    std::vector<QRgb> m_colors(measured->model().spans.size(), kUnmatched.rgba());
+void CompareView::compare_step() {
+    const TraceModel& predicted = predicted_->index()->model();
+    const TraceModel& measured = measured_->index()->model();
+    comparison_ = compare_traces(predicted, measured, step_);
+    // The step's origin: its first matched span, placed where its prediction starts.
+    measured_origin_ns_ = static_cast<double>(measured_->index()->begin_ns());
+    if (step_ > 0 && !comparison_.matches.empty()) {
+        const auto first = std::min_element(comparison_.matches.begin(), comparison_.matches.end(),
+                                            [&](const SpanMatch& a, const SpanMatch& b) {
+                                                return measured.spans[static_cast<std::size_t>(a.measured)].start_ns <
+                                                       measured.spans[static_cast<std::size_t>(b.measured)].start_ns;
+                                            });
+        measured_origin_ns_ =
+            static_cast<double>(measured.spans[static_cast<std::size_t>(first->measured)].start_ns) -
+            static_cast<double>(predicted.spans[static_cast<std::size_t>(first->predicted)].start_ns -
+                                predicted_->index()->begin_ns());
+    }
+
+    std::vector<QRgb> p_colors(predicted.spans.size(), kUnmatched.rgba());
+    std::vector<QRgb> m_colors(measured.spans.size(), kUnmatched.rgba());
     for (const auto& match : comparison_.matches) {
         const QRgb c = error_color(match.error).rgba();
         p_colors[static_cast<std::size_t>(match.predicted)] = c;
@@ -114,15 +181,19 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
         {tr("measured 50 % faster"), error_color(-0.5)}, {tr("-20 %"), error_color(-0.2)},
         {tr("as predicted"), error_color(0)},            {tr("+20 %"), error_color(0.2)},
         {tr("50 % slower"), error_color(0.5)},           {tr("unmatched"), kUnmatched}};
-    following_ = true;
-    predicted_->set_index(std::move(predicted));
-    measured_->set_index(std::move(measured));
-    following_ = false;
     predicted_->set_span_colors(std::move(p_colors), legend);
     measured_->set_span_colors(std::move(m_colors), legend);
-    fit_all();
     const double p_len = static_cast<double>(predicted_->index()->end_ns() - predicted_->index()->begin_ns());
-    const double m_len = static_cast<double>(measured_->index()->end_ns() - measured_->index()->begin_ns());
+    double m_len = static_cast<double>(measured_->index()->end_ns() - measured_->index()->begin_ns());
+    if (steps_ > 1 && !comparison_.matches.empty()) {  // the compared step's extent, not the whole trace's
+        double first = 1e300, last = -1e300;
+        for (const auto& match : comparison_.matches) {
+            const auto& span = measured.spans[static_cast<std::size_t>(match.measured)];
+            first = std::min(first, static_cast<double>(span.start_ns));
+            last = std::max(last, static_cast<double>(span.start_ns + span.dur_ns));
+        }
+        m_len = last - first;
+    }
 
     summary_->setRowCount(static_cast<int>(comparison_.kinds.size()));
     int row = 0;
@@ -138,12 +209,14 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
         summary_->item(row, 4)->setForeground(QColor(0x20, 0x20, 0x20));
         ++row;
     }
-    totals_->setText(tr("%1 spans matched by rank, track, name and order; %2 predicted and %3 measured unmatched. "
-                        "Trace length: predicted %4, measured %5 (%6).")
+    totals_->setText(tr("Measured step %7 of %8: %1 spans matched by rank, track, name and order; %2 predicted "
+                        "and %3 measured unmatched. Trace length: predicted %4, measured %5 (%6).")
                          .arg(comparison_.matches.size())
                          .arg(comparison_.unmatched_predicted)
                          .arg(comparison_.unmatched_measured)
-                         .arg(format_duration(p_len), format_duration(m_len), percent(p_len > 0 ? m_len / p_len - 1 : 0)));
+                         .arg(format_duration(p_len), format_duration(m_len), percent(p_len > 0 ? m_len / p_len - 1 : 0))
+                         .arg(step_ + 1)
+                         .arg(steps_));
 }
 
 }  // namespace dtsim::gui

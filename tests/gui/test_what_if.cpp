@@ -123,3 +123,50 @@ TEST_CASE("a predicted representative rank is matched against every measured ran
     CHECK(c.matches[1].error == Approx(-0.1));
     CHECK(c.kinds.at(0).total_error == Approx(0.0));
 }
+
+TEST_CASE("a measured trace of three steps is compared one step at a time, each lined up with the prediction",
+          "[gui]") {
+    test::gui_app();
+    // Predicted: one step of 4 GEMMs and an allreduce in 4 us.
+    test::ModelBuilder p;
+    p.rank(0);
+    const auto pc = p.track(0, "compute"), pn = p.track(0, "comm");
+    for (int i = 0; i < 4; ++i) p.span(pc, "gemm", SpanKind::compute, i * 1000, 800);
+    p.span(pn, "allreduce", SpanKind::communication, 500, 2000);
+    // Measured: three steps 10 us apart; step k's GEMMs take 800 * (1 + k/4) ns.
+    test::ModelBuilder m;
+    m.rank(0);
+    const auto mc = m.track(0, "compute"), mn = m.track(0, "comm");
+    for (int step = 0; step < 3; ++step) {
+        const std::int64_t t0 = 50'000 + step * 10'000;
+        for (int i = 0; i < 4; ++i) m.span(mc, "gemm", SpanKind::compute, t0 + i * 1000, 800 + 200 * step);
+        m.span(mn, "allreduce", SpanKind::communication, t0 + 500, 2000);
+    }
+    const auto predicted = std::make_shared<gui::TimelineIndex>(p.build());
+    const auto measured = std::make_shared<gui::TimelineIndex>(m.build());
+    CHECK(gui::measured_step_count(predicted->model(), measured->model()) == 3);
+    for (int step = 0; step < 3; ++step) {
+        const gui::Comparison c = gui::compare_traces(predicted->model(), measured->model(), step);
+        CHECK(c.matches.size() == 5);
+        CHECK(c.unmatched_measured == 10);
+        REQUIRE(c.kinds.size() == 2);
+        CHECK(c.kinds[0].total_error == Approx(0.25 * step));
+    }
+    CHECK(gui::compare_traces(predicted->model(), measured->model(), 3).matches.empty());
+
+    gui::CompareView view;
+    view.resize(1200, 800);
+    view.show();
+    view.set_traces(predicted, measured, QStringLiteral("p"), QStringLiteral("m"));
+    CHECK(view.measured_steps() == 3);
+    CHECK(view.measured_step() == 0);
+    view.set_measured_step(2);
+    CHECK(view.measured_step() == 2);
+    CHECK(view.summary()->item(0, 4)->text() == QStringLiteral("+50.0 %"));
+    CHECK(view.totals_text().startsWith(QStringLiteral("Measured step 3 of 3")));
+    // The third step's first GEMM is drawn where the predicted first GEMM is.
+    const double predicted_x = view.predicted_view()->x_of_time(0);
+    CHECK(view.measured_view()->x_of_time(70'000) == Approx(predicted_x).margin(1));
+    view.set_measured_step(7);  // clamped
+    CHECK(view.measured_step() == 2);
+}

@@ -3,7 +3,9 @@
 // "allreduce bucket 3" on rank 0's comm stream with the k-th), each match's
 // duration error, and the error per SpanKind. A predicted trace of one
 // (representative) rank is matched against every measured rank; a measured
-// trace of several steps matches its first. No Qt here.
+// trace of several steps matches one of them: the step-th run of each key's
+// occurrences (a predicted key seen c times is matched against measured
+// occurrences step*c .. step*c+c-1). No Qt here.
 #pragma once
 
 #include "dtsim/traces/trace_model.hpp"
@@ -35,6 +37,12 @@ struct Comparison {
     std::int32_t unmatched_measured = 0;
 };
 
-Comparison compare_traces(const traces::TraceModel& predicted, const traces::TraceModel& measured);
+Comparison compare_traces(const traces::TraceModel& predicted, const traces::TraceModel& measured,
+                          int measured_step = 0);
+
+// How many steps of the predicted one the measured trace holds: the most
+// common whole ratio of measured to predicted occurrences over the keys both
+// have (at least 1).
+int measured_step_count(const traces::TraceModel& predicted, const traces::TraceModel& measured);
 
 }  // namespace dtsim::gui

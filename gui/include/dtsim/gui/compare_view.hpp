@@ -1,6 +1,7 @@
 // CompareView: a predicted and a measured trace one above the other on one
 // time axis (zoom and pan move both), spans coloured by the duration error
-// of their match, and the error per kind of span.
+// of their match, and the error per kind of span. A measured trace of
+// several steps is compared one step at a time (a spin box picks which).
 #pragma once
 
 #include "dtsim/gui/compare.hpp"
@@ -12,6 +13,7 @@
 #include <memory>
 
 class QLabel;
+class QSpinBox;
 class QTableWidget;
 
 namespace dtsim::gui {
@@ -36,9 +38,17 @@ public:
     TimelineView* predicted_view() const { return predicted_; }
     TimelineView* measured_view() const { return measured_; }
     QTableWidget* summary() const { return summary_; }
+    // The measured step compared (0-based) and how many the trace holds.
+    int measured_step() const { return step_; }
+    int measured_steps() const { return steps_; }
+    // Compares that measured step (clamped to the trace's) and shows it under the prediction.
+    void set_measured_step(int step);
+    QString totals_text() const;
 
 private:
     void follow(TimelineView* from, TimelineView* to, double t0_ns, double ns_per_px);
+    void compare_step();
+    double origin_ns(const TimelineView* view) const;  // where each view's time axis starts
 
     Comparison comparison_;
     QLabel* predicted_label_ = nullptr;
@@ -47,6 +57,10 @@ private:
     TimelineView* measured_ = nullptr;
     QTableWidget* summary_ = nullptr;
     QLabel* totals_ = nullptr;
+    QLabel* step_label_ = nullptr;
+    QSpinBox* step_box_ = nullptr;
+    int step_ = 0, steps_ = 1;
+    double measured_origin_ns_ = 0;  // the measured step's start, lined up with the predicted start
     bool following_ = false;
 };
 
