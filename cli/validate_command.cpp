@@ -36,6 +36,8 @@ struct ValidateOptions {
     // Re-measure each plan's drifting figures around each run: "auto"
     // where the calibration was measured on this backend with these ranks.
     std::string refresh = "auto";
+    bool gui = false;             // open the compare view at the end
+    std::string gui_screenshot;  // render it to this PNG instead
 };
 
 using executor::kTaskKinds;
@@ -72,6 +74,28 @@ bool should_refresh(const std::string& mode, const calib::Calibration& cal, int 
     return why_not.empty();
 }
 
+void print_validation_table(const ValidateOptions& o, const calib::Calibration& cal, int size, bool refresh,
+                            const std::vector<Result>& results) {
+    fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
+               size == 1 ? "" : "s", cal.name, cal.provenance.source, refresh ? ", refreshed around each run" : "");
+    fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
+               "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
+    for (const auto& [strategy, mode, c] : results)
+        fmt::print(
+            "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
+            format_seconds(c.predicted_s), format_seconds(c.measured_s), percent(c.predicted_s, c.measured_s),
+            percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
+            percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
+            percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
+            percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
+            percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
+    fmt::print(
+        "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
+        "computed longest "
+        "(medians over steps after the first); peak memory: the plan's allocations at their measured "
+        "times.\n");
+}
+
 void run_validate(ValidateOptions o) {
     if (print_knob_help_if_asked(o.config)) return;
     executor::ensure_mpi();
@@ -82,6 +106,8 @@ void run_validate(ValidateOptions o) {
         if (o.steps < 2) throw ConfigError(fmt::format("--steps must be >= 2: the first is warm-up (got {})", o.steps));
         const std::vector<std::string> strategies = split(o.strategies.empty() ? o.config.strategy : o.strategies);
         if (strategies.empty()) throw ConfigError(fmt::format("--strategies '{}' names no strategy", o.strategies));
+        if (!o.gui_screenshot.empty()) o.gui = true;
+        if (o.gui && rank == 0) check_gui_can_open(o.gui_screenshot);
         ProgressBar bar(rank == 0);
         std::vector<sim::Config> configs;
         for (const auto& strategy : strategies) {
@@ -116,6 +142,7 @@ void run_validate(ValidateOptions o) {
         std::optional<executor::BracketedRefresh> bracket;
         if (refresh) bracket.emplace(cal, targets);
         std::vector<Result> results;
+        std::vector<ValidationForGui> for_gui;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             const sim::Config& config = configs[i];
             const auto& workload = workloads[i];
@@ -136,6 +163,8 @@ void run_validate(ValidateOptions o) {
                 results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
                                    predicted_after ? executor::compare_bracketed(predicted, *predicted_after, measured)
                                                    : executor::compare(predicted, measured)});
+            if (rank == 0 && o.gui)
+                for_gui.push_back({strategies[i], sim::make_timeline(predicted, config, cal.name), measured.timeline});
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;
@@ -163,26 +192,18 @@ void run_validate(ValidateOptions o) {
                                         {"by_task_kind_rank", c.rank}});
             }
             fmt::print("{}\n", j.dump(2));
-            return;
+        } else {
+            print_validation_table(o, cal, size, refresh, results);
         }
-        fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
-                   size == 1 ? "" : "s", cal.name, cal.provenance.source, refresh ? ", refreshed around each run" : "");
-        fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
-                   "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
-        for (const auto& [strategy, mode, c] : results)
-            fmt::print(
-                "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
-                format_seconds(c.predicted_s), format_seconds(c.measured_s), percent(c.predicted_s, c.measured_s),
-                percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
-                percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
-                percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
-                percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
-                percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
-        fmt::print(
-            "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
-            "computed longest "
-            "(medians over steps after the first); peak memory: the plan's allocations at their measured "
-            "times.\n");
+        if (o.gui) {
+            if (!o.gui_screenshot.empty()) {
+                show_validation_gui(std::move(for_gui), o.gui_screenshot);
+                if (o.config.format != "json") fmt::print("  Compare view written to {}\n", o.gui_screenshot);
+            } else {
+                fmt::print(stderr, "dtsim: opening the compare view (close the window to finish)\n");
+                show_validation_gui(std::move(for_gui), {});
+            }
+        }
     });
 }
 
@@ -204,13 +225,19 @@ void add_validate_command(CLI::App& app) {
                     "on this CPU backend with as many ranks")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
+    cmd->add_flag("--gui", o->gui,
+                  "then open the compare view: each strategy's predicted step above its measured one, spans coloured "
+                  "by their error, and the error per kind (needs a display; rank 0 opens it)");
+    cmd->add_option("--gui-screenshot", o->gui_screenshot,
+                    "render that compare view offscreen to this PNG instead of opening a window");
     cmd->footer(
         "Without --hardware a quick calibration of this machine runs first.\n"
         "A shared machine's speed moves by several percent within seconds; with --refresh (auto) each prediction\n"
         "is the mean of two prices of its plan, from the calibration re-measured for it just before and just after\n"
         "the run it is compared with.\n"
-        "Example:\n  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 "
-        "--strategies ddp,fsdp,deepspeed_stage_3");
+        "Examples:\n  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 "
+        "--strategies ddp,fsdp,deepspeed_stage_3\n"
+        "  mpirun -np 2 ./dtsim validate --model mlp-4x512 --micro-batch 32 --strategies ddp,fsdp --gui");
     cmd->callback([o, cmd] {
         ValidateOptions v = *o;
         v.hardware_given = cmd->count("--hardware") > 0;

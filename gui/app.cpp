@@ -36,8 +36,9 @@ int run_gui(const GuiOptions& options) {
         throw ConfigError(
             "no display to open a window on (DISPLAY is not set): run it in a desktop session, under `xvfb-run -a`, "
             "or render to a file with --screenshot out.png");
-    if (!options.view.empty() && options.view != "timeline" && options.view != "whatif" && options.view != "compare")
-        throw ConfigError(fmt::format("--view {}: expected timeline, whatif or compare", options.view));
+    if (!options.view.empty() && options.view != "timeline" && options.view != "whatif" && options.view != "compare" &&
+        options.view != "sweep")
+        throw ConfigError(fmt::format("--view {}: expected timeline, whatif, compare or sweep", options.view));
 
     if (offscreen) qInstallMessageHandler(quiet_offscreen_notes);
     static int argc = 1;
@@ -52,8 +53,10 @@ int run_gui(const GuiOptions& options) {
     MainWindow window(options);
     if (!options.view.empty() && !window.show_view(QString::fromStdString(options.view)))
         throw ConfigError(fmt::format("--view {}: nothing to show there ({})", options.view,
-                                      options.view == "whatif" ? "the what-if needs --model ..."
-                                                               : "open a trace file or give --model ..."));
+                                      options.view == "whatif"  ? "the what-if needs --model ..."
+                                      : options.view == "sweep" ? "the sweep view needs --model ... with --axis or "
+                                                                  "--space, or a `dtsim sweep --format json` file"
+                                                                : "open a trace file or give --model ..."));
     for (const auto& [key, value] : options.what_if_changes) {
         if (!window.what_if()) throw ConfigError("--what-if-change needs a configuration: give --model ...");
         if (!window.what_if()->set_control(QString::fromStdString(key), QString::fromStdString(value)))

@@ -3,6 +3,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/gui/compare_view.hpp"
 #include "dtsim/gui/style.hpp"
+#include "dtsim/gui/sweep_view.hpp"
 #include "dtsim/gui/timeline_pane.hpp"
 #include "dtsim/gui/timeline_view.hpp"
 #include "dtsim/gui/trace_source.hpp"
@@ -69,7 +70,7 @@ MainWindow::MainWindow(const GuiOptions& options, QWidget* parent) : QMainWindow
     // Compare: a simulated configuration against one file, or two files (each one trace).
     const bool compare_asked = options.view == "compare";
     const std::size_t sources = options.files.size() + (what_if_ ? 1 : 0);
-    if (compare_asked || (what_if_ && options.files.size() == 1)) {
+    if ((compare_asked && options.compares.empty()) || (what_if_ && options.files.size() == 1)) {
         if (sources != 2)
             throw ConfigError(fmt::format(
                 "--view compare needs two traces: two files (predicted and measured, e.g. from `dtsim simulate "
@@ -84,7 +85,37 @@ MainWindow::MainWindow(const GuiOptions& options, QWidget* parent) : QMainWindow
         compare_->set_traces(traces[0].second, traces[1].second, traces[0].first, traces[1].first);
         tabs_->addTab(compare_, tr("Compare"));
     }
-    if (what_if_ && options.files.empty()) tabs_->setCurrentWidget(what_if_);
+    for (const auto& pair : options.compares) {
+        auto* view = new CompareView(tabs_);
+        view->set_traces(std::make_shared<TimelineIndex>(model_from_timeline(pair.predicted)),
+                         std::make_shared<TimelineIndex>(model_from_timeline(pair.measured)),
+                         QString::fromStdString(pair.predicted.title), QString::fromStdString(pair.measured.title));
+        view->set_measured_step(pair.measured_step);
+        tabs_->addTab(view, tr("Compare %1").arg(QString::fromStdString(pair.name)));
+        if (!compare_) {
+            compare_ = view;
+            tabs_->setCurrentWidget(view);
+        }
+    }
+    if (what_if_ && options.files.empty() && !compare_) tabs_->setCurrentWidget(what_if_);
+    if (!options.compares.empty() && options.files.empty() && !what_if_) {
+        timeline_->set_index(std::make_shared<TimelineIndex>(model_from_timeline(options.compares.front().measured)));
+        timeline_->set_title(tr("measured: %1").arg(QString::fromStdString(options.compares.front().measured.title)));
+    }
+    // A compare tab is fitted to its width the first time it is shown (the
+    // first one by run_gui, once the window has its size).
+    connect(tabs_, &QTabWidget::currentChanged, this, [this](int index) {
+        auto* view = qobject_cast<CompareView*>(tabs_->widget(index));
+        if (!view || view == compare_ || view->property("fitted").toBool()) return;
+        view->setProperty("fitted", true);
+        view->fit_all();
+    });
+    if (!options.sweep.empty()) {
+        sweep_ = new SweepView(options.sweep, options.calibration, options.sweep_has_configs,
+                               QString::fromStdString(options.sweep_title), tabs_);
+        tabs_->addTab(sweep_, tr("Sweep"));
+        tabs_->setCurrentWidget(sweep_);
+    }
 
     build_menus();
     if (options.screenshot.empty()) {
@@ -99,6 +130,7 @@ bool MainWindow::show_view(const QString& view) {
     QWidget* tab = view == QStringLiteral("timeline") ? static_cast<QWidget*>(timeline_)
                    : view == QStringLiteral("whatif") ? static_cast<QWidget*>(what_if_)
                    : view == QStringLiteral("compare") ? static_cast<QWidget*>(compare_)
+                   : view == QStringLiteral("sweep")   ? static_cast<QWidget*>(sweep_)
                                                        : nullptr;
     if (!tab) return false;
     tabs_->setCurrentWidget(tab);

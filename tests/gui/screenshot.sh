@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # dtsim gui --screenshot renders offscreen and exits: a simulated what-if, a
-# trace file from simulate --trace, and a compare of the two, each a PNG of
-# the asked size; wrong uses fail with a message.
+# trace file from simulate --trace, a compare of the two, a sweep run in the
+# window and one read from `dtsim sweep --format json`, and the compare view
+# `dtsim validate --gui-screenshot` leaves, each a PNG of the asked size;
+# wrong uses fail with a message.
 set -euo pipefail
 dtsim="$1"
 dir="$(mktemp -d)"
@@ -21,6 +23,37 @@ png_size() {  # width x height from the PNG header
 "$dtsim" gui "$dir/p.json" --model gpt2 --nodes 1 --gpus-per-node 8 --micro-batch 4 --view compare \
   --screenshot "$dir/compare.png"
 [ "$(png_size "$dir/compare.png")" = 1600x900 ]
+
+# The sweep view: run here (--axis), or a sweep's JSON file with and without its base configuration.
+"$dtsim" gui --model gpt2 --nodes 1 --gpus-per-node 8 --axis strategy=ddp,fsdp --axis micro_batch=1,4 \
+  --screenshot "$dir/sweep.png" --size 1400x900
+[ "$(png_size "$dir/sweep.png")" = 1400x900 ]
+"$dtsim" sweep --model gpt2 --nodes 1 --gpus-per-node 8 --axis strategy=ddp,fsdp --axis micro_batch=1,4 \
+  --format json > "$dir/sweep.json"
+"$dtsim" gui "$dir/sweep.json" --view sweep --screenshot "$dir/sweep_file.png"
+"$dtsim" gui "$dir/sweep.json" --model gpt2 --nodes 1 --gpus-per-node 8 --view sweep --screenshot "$dir/sweep_base.png"
+[ "$(png_size "$dir/sweep_base.png")" = 1600x900 ]
+"$dtsim" sweep --model gpt2 --nodes 1 --gpus-per-node 8 --micro-batch 4 --axis strategy=ddp,fsdp \
+  --format json > "$dir/strategies.json"
+if out=$("$dtsim" gui "$dir/strategies.json" --model gpt2 --nodes 1 --gpus-per-node 8 --micro-batch 3 \
+    --screenshot "$dir/x.png" 2>&1); then
+  echo "a sweep file over another base configuration should fail"; exit 1
+fi
+grep -q "strategies.json" <<<"$out" && grep -q -- "--micro-batch" <<<"$out"
+if out=$("$dtsim" gui --axis micro_batch=1,2 --screenshot "$dir/x.png" 2>&1); then
+  echo "--axis without --model should fail"; exit 1
+fi
+grep -q "give it with --model" <<<"$out"
+
+# validate --gui-screenshot: one rank, measured here, the compare view of each strategy.
+"$dtsim" validate --model mlp-2x64 --micro-batch 8 --steps 2 --strategies ddp,fsdp \
+  --gui-screenshot "$dir/validate.png" > "$dir/validate.out"
+grep -q "Compare view written to" "$dir/validate.out"
+[ "$(png_size "$dir/validate.png")" = 1600x900 ]
+if out=$(env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$dtsim" validate --model mlp-2x64 --steps 2 --gui 2>&1); then
+  echo "validate --gui without a display should fail"; exit 1
+fi
+grep -q "no display" <<<"$out"
 
 # Mistakes say what to do.
 if out=$("$dtsim" gui "$dir/p.json" --view compare --screenshot "$dir/x.png" 2>&1); then

@@ -1,4 +1,4 @@
-// MainWindow: the tabs (timeline, what-if, compare), the File and View
+// MainWindow: the tabs (timeline, what-if, compare, sweep), the File and View
 // menus, drag and drop of trace files, and window state kept in QSettings.
 #pragma once
 
@@ -12,6 +12,7 @@ class QMenu;
 namespace dtsim::gui {
 
 class CompareView;
+class SweepView;
 class TimelinePane;
 class WhatIfPanel;
 
@@ -21,11 +22,12 @@ class MainWindow : public QMainWindow {
 public:
     explicit MainWindow(const GuiOptions& options, QWidget* parent = nullptr);
 
-    // Shows the tab of that view ("timeline", "whatif", "compare"); false when there is none.
+    // Shows the tab of that view ("timeline", "whatif", "compare", "sweep"); false when there is none.
     bool show_view(const QString& view);
     TimelinePane* timeline() const { return timeline_; }
     WhatIfPanel* what_if() const { return what_if_; }
     CompareView* compare() const { return compare_; }
+    SweepView* sweep() const { return sweep_; }
 
     // Opens trace files in the timeline tab (and compares, when two traces are open).
     void open_files(const QStringList& paths);
@@ -47,6 +49,7 @@ private:
     TimelinePane* timeline_ = nullptr;
     WhatIfPanel* what_if_ = nullptr;
     CompareView* compare_ = nullptr;
+    SweepView* sweep_ = nullptr;
     QMenu* recent_ = nullptr;
 };
 
