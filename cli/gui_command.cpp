@@ -29,6 +29,7 @@ struct GuiCommandOptions {
     std::vector<std::string> changes;
     std::string window;
     std::string search;
+    std::string select;
 };
 
 // "60:90" -> {60, 90} (milliseconds after the first event).
@@ -75,6 +76,7 @@ void run_gui_command(const GuiCommandOptions& o) {
     std::tie(g.width_px, g.height_px) = parse_size(o.size);
     if (!o.window.empty()) g.window_ms = parse_window(o.window);
     g.search = o.search;
+    g.select = o.select;
     if (!o.simulate.model.empty()) {
         g.config = make_config(o.simulate);
         g.calibration = load_hardware(o.simulate);
@@ -155,6 +157,9 @@ void add_gui_command(CLI::App& app) {
     cmd->add_flag("--dark", opts->dark, "dark theme");
     cmd->add_option("--window", opts->window, "show FROM:TO milliseconds after the first event (default: all)");
     cmd->add_option("--search", opts->search, "highlight spans whose names contain this text");
+    cmd->add_option("--select", opts->select,
+                    "select the first span (in time) whose name contains this text: centred, its details shown and "
+                    "arrows drawn from what it waits for");
     cmd->add_option("--what-if-change", opts->changes,
                     "change a what-if control after opening, as if by hand: micro_batch=16, strategy=fsdp, "
                     "bucket_cap_mb=50 (repeatable; for scripted screenshots)");
@@ -166,7 +171,8 @@ void add_gui_command(CLI::App& app) {
         "  dtsim gui --model gpt2 --nodes 2 --axis strategy=ddp,fsdp --axis micro_batch=1,2,4   # the sweep view\n"
         "  dtsim gui sweep.json --model gpt2 --nodes 2   # a `dtsim sweep --format json` file, rows' timelines too\n"
         "  dtsim gui ddp.json --screenshot timeline.png --size 1600x900\n"
-        "Keys: wheel zoom, drag pan, F fit, W/S zoom, A/D pan, / search, click a rank header to collapse it.");
+        "Keys: wheel zoom, drag pan, F fit, W/S zoom, A/D pan, / search, N / Shift+N next / previous match,\n"
+        "click a span to see its details and what it waits for, click a rank header to collapse it.");
     cmd->callback([opts] { run_gui_command(*opts); });
 }
 

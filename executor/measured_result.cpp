@@ -58,7 +58,10 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
     std::int64_t offset = 0;  // steps laid end to end
     for (std::size_t step = 0; step < r.timings.size(); ++step) {
         const auto& by_rank = r.timings[step];
-        for (std::size_t rank = 0; rank < by_rank.size(); ++rank)
+        for (std::size_t rank = 0; rank < by_rank.size(); ++rank) {
+            // This rank's step: its events are the Plan's tasks in order, so a
+            // task's dependencies are at the same offsets from `first`.
+            const auto first = static_cast<std::int32_t>(tl.events.size());
             for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
                 const auto& t = plan.tasks[i];
                 const auto& tm = by_rank[rank][i];
@@ -68,7 +71,9 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
                                      std::string(to_string(t.kind)),
                                      offset + tm.start_ns,
                                      tm.end_ns - tm.start_ns,
+                                     {},
                                      {}};
+                for (const std::int32_t d : plan.deps_of(t)) e.deps.push_back(first + d);
                 e.args = {{"task", static_cast<std::int64_t>(i)},
                           {"step", static_cast<std::int64_t>(step)},
                           {"phase", std::string(to_string(t.phase))},
@@ -78,6 +83,7 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
                 if (t.bytes > 0) e.args.push_back({"bytes", t.bytes});
                 tl.events.push_back(std::move(e));
             }
+        }
         offset += static_cast<std::int64_t>(r.step_time_s[step] * 1e9) + 1;
     }
     return tl;

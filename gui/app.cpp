@@ -66,11 +66,20 @@ int run_gui(const GuiOptions& options) {
                 key, value));
     }
     if (!options.search.empty()) window.timeline()->search_box()->setText(QString::fromStdString(options.search));
+    // Selecting centres the span, which needs the view's width: after the window is shown.
+    const auto select = [&] {
+        if (options.select.empty()) return;
+        window.timeline()->search_box()->setText(QString::fromStdString(options.select));
+        window.timeline()->step_match(1);
+        if (window.timeline()->view()->selected_span() < 0)
+            throw ConfigError(fmt::format("--select {}: no span's name contains it", options.select));
+    };
     window.resize(options.width_px, options.height_px);
     if (!offscreen) {
         window.show();
         QApplication::processEvents();
         if (window.compare()) window.compare()->fit_all();
+        select();
         if (options.window_ms) window.show_window_ms(options.window_ms->first, options.window_ms->second);
         return QApplication::exec();
     }
@@ -78,6 +87,7 @@ int run_gui(const GuiOptions& options) {
     window.show();
     QApplication::processEvents();
     if (window.compare()) window.compare()->fit_all();  // now that the views have their widths
+    select();
     if (options.window_ms) window.show_window_ms(options.window_ms->first, options.window_ms->second);
     QApplication::processEvents();
     const QPixmap pixels = window.grab();

@@ -143,7 +143,8 @@ void MainWindow::build_menus() {
     open->setShortcut(QKeySequence::Open);
     connect(open, &QAction::triggered, this, [this] {
         const QStringList paths = QFileDialog::getOpenFileNames(
-            this, tr("Open traces"), {}, tr("Traces (*.json *.json.gz *.pt.trace.json);;All files (*)"));
+            this, tr("Open traces or a sweep"), {},
+            tr("Traces and sweeps (*.json *.json.gz *.pt.trace.json);;All files (*)"));
         if (!paths.isEmpty()) open_files(paths);
     });
     recent_ = file->addMenu(tr("Open &recent"));
@@ -182,9 +183,27 @@ void MainWindow::open_files(const QStringList& paths) {
     std::vector<std::string> files;
     for (const auto& p : paths) files.push_back(p.toStdString());
     try {
-        timeline_->set_index(index_of_files(files));
-        timeline_->set_title(names_of(paths));
-        tabs_->setCurrentWidget(timeline_);
+        if (files.size() == 1 && advisor::looks_like_sweep_json(files.front())) {
+            // A sweep file: its figures in the sweep view (the base configuration
+            // for its rows' timelines comes only from the command line).
+            auto rows = advisor::read_sweep_json(files.front(), nullptr);
+            const QString title = tr("%1: %2 configurations").arg(paths.front()).arg(rows.size());
+            auto* view = new SweepView(std::move(rows), {}, false, title, tabs_);
+            if (sweep_) {
+                const int at = tabs_->indexOf(sweep_);
+                tabs_->removeTab(at);
+                sweep_->deleteLater();
+                tabs_->insertTab(at, view, tr("Sweep"));
+            } else {
+                tabs_->addTab(view, tr("Sweep"));
+            }
+            sweep_ = view;
+            tabs_->setCurrentWidget(sweep_);
+        } else {
+            timeline_->set_index(index_of_files(files));
+            timeline_->set_title(names_of(paths));
+            tabs_->setCurrentWidget(timeline_);
+        }
     } catch (const Error& e) {
         QMessageBox::warning(this, tr("Cannot open"), QString::fromUtf8(e.what()));
         return;

@@ -74,6 +74,19 @@ QString span_description(const TimelineIndex& index, std::int32_t i) {
             value = format_duration(value.toDouble());
         out += QStringLiteral("\n%1: %2").arg(key, value);
     }
+    // What it waits for (the flows into it), drawn as arrows while it is selected.
+    std::vector<std::int32_t> deps;
+    for (const auto& f : m.flows)
+        if (f.to_span == i && f.from_span >= 0) deps.push_back(f.from_span);
+    if (!deps.empty()) out += QStringLiteral("\nwaits for %1:").arg(deps.size());
+    constexpr std::size_t kListed = 8;
+    for (std::size_t k = 0; k < deps.size() && k < kListed; ++k) {
+        const Span& d = span_of(index, deps[k]);
+        out += QStringLiteral("\n  %1 (%2, ends %3)")
+                   .arg(qstr(m.str(d.name)), QString::fromStdString(m.tracks[static_cast<std::size_t>(d.track)].name),
+                        format_duration(static_cast<double>(d.start_ns + d.dur_ns - index.begin_ns())));
+    }
+    if (deps.size() > kListed) out += QStringLiteral("\n  and %1 more").arg(deps.size() - kListed);
     return out;
 }
 
@@ -192,6 +205,7 @@ bool TimelineView::step_match(int direction) {
 void TimelineView::select_span(std::int32_t span) {
     if (span == selected_) return;
     selected_ = span;
+    selected_deps_ = dependencies_of(span);
     update();
     emit span_selected(span);
 }
@@ -325,8 +339,44 @@ void TimelineView::paintEvent(QPaintEvent*) {
         return;
     }
     paint_rows(p);
+    paint_dependencies(p);
     paint_ruler(p);
     paint_legend(p);
+}
+
+std::vector<std::int32_t> TimelineView::dependencies_of(std::int32_t span) const {
+    std::vector<std::int32_t> out;
+    if (!index_ || span < 0) return out;
+    for (const auto& f : index_->model().flows)
+        if (f.to_span == span && f.from_span >= 0) out.push_back(f.from_span);
+    return out;
+}
+
+void TimelineView::paint_dependencies(QPainter& p) const {
+    if (selected_ < 0 || selected_deps_.empty()) return;
+    const auto to = span_rect(selected_);
+    if (!to) return;
+    p.save();
+    p.setClipRect(QRect(kGutterPx, rows_top(), width() - kGutterPx, height() - rows_top()));
+    p.setRenderHint(QPainter::Antialiasing);
+    QColor ink = palette().color(QPalette::Text);
+    ink.setAlpha(210);
+    p.setPen(QPen(ink, 1.5));
+    p.setBrush(ink);
+    for (const std::int32_t d : selected_deps_) {
+        const auto from = span_rect(d);
+        if (!from) continue;  // on a collapsed rank
+        // From the dependency's end to the waiting span's start, arrowhead at the start.
+        const QPointF a(from->right(), from->center().y());
+        const QPointF b(to->left(), to->center().y());
+        p.drawLine(a, b);
+        const double angle = std::atan2(b.y() - a.y(), b.x() - a.x());
+        const auto wing = [&](double turn) {
+            return b - QPointF(std::cos(angle + turn) * 8, std::sin(angle + turn) * 8);
+        };
+        p.drawPolygon(QPolygonF({b, wing(0.4), wing(-0.4)}));
+    }
+    p.restore();
 }
 
 void TimelineView::paint_legend(QPainter& p) const {

@@ -76,6 +76,23 @@ std::string chrome_trace_json(const sim::Timeline& tl) {
         }
         out += "}}\n";
     }
+    // Dependencies as flow arrows (Perfetto and chrome://tracing draw them):
+    // the start binds to the slice the dependency is, at its start; the end,
+    // with "bp":"e", to the waiting slice at its start.
+    std::size_t flow_id = 0;
+    for (const auto& e : tl.events)
+        for (const std::int32_t d : e.deps) {
+            if (d < 0 || static_cast<std::size_t>(d) >= tl.events.size()) continue;
+            const auto& from = tl.events[static_cast<std::size_t>(d)];
+            ++flow_id;
+            out += fmt::format(R"(,{{"ph":"s","name":"dep","cat":"dep","id":{},"pid":{},"tid":{},"ts":)", flow_id,
+                               from.rank, from.stream + 1);
+            append_us(out, from.start_ns);
+            out += fmt::format("}}\n,{{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":",
+                               flow_id, e.rank, e.stream + 1);
+            append_us(out, e.start_ns);
+            out += "}\n";
+        }
     for (const auto& [name, samples] :
          {std::pair{"device memory", &tl.device_memory_bytes}, std::pair{"host memory", &tl.host_memory_bytes}})
         for (const auto& c : *samples) {

@@ -261,6 +261,12 @@ TraceModel from_timeline(const sim::Timeline& tl) {
                                .args_begin = args_begin,
                                .args_end = static_cast<std::int32_t>(m.args.size())});
     }
+    // The events' dependencies as flows, as the written trace has them.
+    const StringId dep = m.intern("dep");
+    for (std::size_t i = 0; i < tl.events.size(); ++i)
+        for (const std::int32_t d : tl.events[i].deps)
+            if (d >= 0 && static_cast<std::size_t>(d) < tl.events.size())
+                m.flows.push_back(Flow{.name = dep, .from_span = d, .to_span = static_cast<std::int32_t>(i)});
     for (const auto& [name, samples] : {std::pair{"device memory", &tl.device_memory_bytes},
                                         std::pair{"host memory", &tl.host_memory_bytes}}) {
         const StringId id = samples->empty() ? kNoString : m.intern(name);

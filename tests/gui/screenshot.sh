@@ -24,6 +24,14 @@ png_size() {  # width x height from the PNG header
   --screenshot "$dir/compare.png"
 [ "$(png_size "$dir/compare.png")" = 1600x900 ]
 
+# --select: the first span whose name matches, selected with what it waits for; no match is an error.
+"$dtsim" gui "$dir/p.json" --select "allreduce" --screenshot "$dir/select.png" --size 1000x600
+[ "$(png_size "$dir/select.png")" = 1000x600 ]
+if out=$("$dtsim" gui "$dir/p.json" --select "no such span" --screenshot "$dir/x.png" 2>&1); then
+  echo "--select without a match should fail"; exit 1
+fi
+grep -q "no span's name contains it" <<<"$out"
+
 # The sweep view: run here (--axis), or a sweep's JSON file with and without its base configuration.
 "$dtsim" gui --model gpt2 --nodes 1 --gpus-per-node 8 --axis strategy=ddp,fsdp --axis micro_batch=1,4 \
   --screenshot "$dir/sweep.png" --size 1400x900

@@ -200,4 +200,32 @@ TEST_CASE("a simulated step shows one lane per stream and the device-memory trac
     for (int x = TimelineView::kGutterPx; x < image.width(); ++x)
         if (QColor(image.pixel(x, y)) == gui::kind_color(SpanKind::compute)) ++painted;
     CHECK(painted > view.plot_width_px() / 4);
+
+    // Selecting a task that waits for others lists them and draws an arrow into it.
+    const auto& spans = index->model().spans;
+    std::int32_t waiting = -1, dependency = -1;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(spans.size()) && waiting < 0; ++i) {
+        // One on another lane, ending well before it starts, so that the arrow has length.
+        for (const std::int32_t d : view.dependencies_of(i))
+            if (spans[static_cast<std::size_t>(d)].track != spans[static_cast<std::size_t>(i)].track &&
+                view.span_rect(d)->right() + 30 < view.span_rect(i)->left()) {
+                waiting = i;
+                dependency = d;
+            }
+    }
+    REQUIRE(waiting >= 0);
+    view.select_span(waiting);
+    const QString details = gui::span_description(*index, waiting);
+    CHECK(details.contains(QStringLiteral("waits for")));
+    const QImage with_arrows = render(view);
+    view.select_span(-1);
+    const QImage without = render(view);
+    // Between the dependency's end and the waiting span's start only the arrow differs.
+    const int x0 = static_cast<int>(view.span_rect(dependency)->right()) + 3;
+    const int x1 = static_cast<int>(view.span_rect(waiting)->left()) - 12;
+    int changed = 0;
+    for (int yy = TimelineView::kLegendPx + TimelineView::kRulerPx; yy < with_arrows.height(); ++yy)
+        for (int x = x0; x < x1; ++x)
+            if (with_arrows.pixel(x, yy) != without.pixel(x, yy)) ++changed;
+    CHECK(changed >= (x1 - x0) / 2);
 }

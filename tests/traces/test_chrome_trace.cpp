@@ -5,6 +5,7 @@
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/timeline.hpp"
 #include "dtsim/traces/chrome_trace.hpp"
+#include "dtsim/traces/trace_reader.hpp"
 
 #include <fmt/format.h>
 #include "support/temp_dir.hpp"
@@ -252,4 +253,34 @@ TEST_CASE("two runs give byte-identical traces") {
     const std::string tb = traces::chrome_trace_json(b.timeline);
     CHECK(ta.size() > 1000);
     CHECK(ta == tb);
+}
+
+TEST_CASE("the Plan's dependencies are written as flow arrows that read back between the same spans") {
+    const Simulated s = simulate_small();
+    using Edge = std::pair<std::string, std::string>;  // (dependency, waiting task) by name
+    std::multiset<Edge> want;
+    for (std::size_t i = 0; i < s.timeline.events.size(); ++i) {
+        const auto deps = s.result.plan.deps_of(s.result.plan.tasks[i]);
+        REQUIRE(s.timeline.events[i].deps == std::vector<std::int32_t>(deps.begin(), deps.end()));
+        for (const std::int32_t d : deps) want.insert({s.timeline.events[static_cast<std::size_t>(d)].name,
+                                                       s.timeline.events[i].name});
+    }
+    REQUIRE(want.size() > 10);
+    const auto edges = [](const traces::TraceModel& m) {
+        std::multiset<Edge> out;
+        for (const auto& f : m.flows) {
+            REQUIRE(f.from_span >= 0);
+            REQUIRE(f.to_span >= 0);
+            out.insert({std::string(m.str(m.spans[static_cast<std::size_t>(f.from_span)].name)),
+                        std::string(m.str(m.spans[static_cast<std::size_t>(f.to_span)].name))});
+        }
+        return out;
+    };
+    TempDir dir;
+    const std::string path = (dir.path() / "flows.json").string();
+    traces::write_chrome_trace(s.timeline, path);
+    const traces::TraceModel read = traces::read_trace(path);
+    CHECK(read.stats.dropped_events == 0);
+    CHECK(edges(read) == want);
+    CHECK(edges(traces::from_timeline(s.timeline)) == want);
 }

@@ -451,7 +451,8 @@ TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as 
                                                .category = "compute",
                                                .start_ns = 1'000 * r,
                                                .dur_ns = 5'001,
-                                               .args = {{.key = "task", .value = std::int64_t{0}}}});
+                                               .args = {{.key = "task", .value = std::int64_t{0}}},
+                                               .deps = {}});
         tl.events.push_back(sim::TimelineEvent{.rank = r,
                                                .stream = 1,
                                                .name = "allreduce bucket 0",
@@ -460,7 +461,8 @@ TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as 
                                                .dur_ns = 2'000 + r,
                                                .args = {{.key = "task", .value = std::int64_t{1}},
                                                         {.key = "bytes", .value = std::int64_t{4096}},
-                                                        {.key = "group_size", .value = std::int64_t{2}}}});
+                                                        {.key = "group_size", .value = std::int64_t{2}}},
+                                               .deps = {2 * r}});  // the allreduce waits for the gemm
     }
     tl.device_memory_bytes = {{.rank = 0, .time_ns = 0, .value = 10}, {.rank = 1, .time_ns = 5, .value = 20}};
     TempDir dir;
@@ -479,4 +481,13 @@ TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as 
     REQUIRE(read.counters.size() == 2);
     CHECK(read.counters[1].rank == 1);
     CHECK(read.counters[1].value == 20);
+    // Each rank's allreduce waits for its gemm: one flow per rank, read back between the same spans.
+    REQUIRE(read.flows.size() == 2);
+    REQUIRE(direct.flows.size() == 2);
+    for (std::size_t f = 0; f < 2; ++f) {
+        CHECK(read.flows[f].from_span == direct.flows[f].from_span);
+        CHECK(read.flows[f].to_span == direct.flows[f].to_span);
+        CHECK(read.str(read.spans[static_cast<std::size_t>(read.flows[f].from_span)].name) == "gemm");
+        CHECK(read.str(read.spans[static_cast<std::size_t>(read.flows[f].to_span)].name) == "allreduce bucket 0");
+    }
 }

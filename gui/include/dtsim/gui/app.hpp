@@ -31,6 +31,7 @@ struct GuiOptions {
     // The time window to show, in ms from the first event (empty: all of it).
     std::optional<std::pair<double, double>> window_ms;
     std::string search;  // highlight spans whose names contain this
+    std::string select;  // select (and centre) the first span whose name contains this, as Enter in the search would
     bool dark = false;
     // A sweep for the sweep view: run for `config` (--axis) or read from a
     // `dtsim sweep --format json` file. Its rows are simulated again for their

@@ -65,8 +65,11 @@ public:
     bool step_match(int direction);
     std::size_t match_position() const { return current_match_ + 1; }
 
-    void select_span(std::int32_t span);  // -1 clears
+    void select_span(std::int32_t span);  // -1 clears; arrows are drawn from its dependencies to it
     std::int32_t selected_span() const { return selected_; }
+    // The spans a span waits for: the trace's flows into it (dtsim's "dep"
+    // arrows, Kineto's launch-to-kernel "ac2g", ...), in flow order.
+    std::vector<std::int32_t> dependencies_of(std::int32_t span) const;
 
     void set_rank_collapsed(std::size_t rank_group, bool collapsed);
     bool rank_collapsed(std::size_t rank_group) const;
@@ -119,6 +122,7 @@ private:
     void paint_legend(class QPainter& p) const;
     void paint_ruler(QPainter& p) const;
     void paint_rows(QPainter& p);
+    void paint_dependencies(QPainter& p) const;
     void paint_span_row(QPainter& p, const VisualRow& vr, const Row& row, int y, int height);
     void paint_counter(QPainter& p, const CounterSeries& series, int y, int height) const;
 
@@ -130,6 +134,7 @@ private:
     std::vector<char> is_match_;                     // per span
     std::size_t match_count_ = 0;
     std::vector<std::int32_t> ordered_matches_;  // every match, by start time
+    std::vector<std::int32_t> selected_deps_;    // dependencies_of(selected_)
     std::size_t current_match_ = static_cast<std::size_t>(-1);
     bool searching_ = false;
     std::vector<QRgb> span_colors_;

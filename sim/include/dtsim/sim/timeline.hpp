@@ -24,6 +24,9 @@ struct TimelineEvent {
     std::int64_t start_ns = 0;
     std::int64_t dur_ns = 0;
     std::vector<TimelineArg> args;  // links the event to its task: task, layer, bucket, bytes
+    // The events this one waits for (indices into Timeline::events): the
+    // Plan's dependencies, written as Chrome flow arrows.
+    std::vector<std::int32_t> deps;
 };
 
 struct CounterSample {
