@@ -140,7 +140,9 @@ std::string sweep_csv(const std::vector<SweepResult>& results) {
     return out;
 }
 
-std::string sweep_json(const std::vector<SweepResult>& results) {
+std::string sweep_json(const std::vector<SweepResult>& results) { return sweep_rows_json(results).dump(2) + "\n"; }
+
+nlohmann::ordered_json sweep_rows_json(const std::vector<SweepResult>& results) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& r : results) {
         nlohmann::ordered_json j;
@@ -155,7 +157,7 @@ std::string sweep_json(const std::vector<SweepResult>& results) {
         add_outcome_fields(j, r);
         arr.push_back(std::move(j));
     }
-    return arr.dump(2) + "\n";
+    return arr;
 }
 
 namespace {
@@ -185,20 +187,35 @@ sim::Config config_of_row(const SweepResult& row, const sim::Config& base, const
 
 }  // namespace
 
-std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base) {
+std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base,
+                                          std::optional<std::size_t>* recommended) {
     check_json_text(text, file, "a sweep (the JSON array `dtsim sweep --format json` writes)");
-    nlohmann::ordered_json j;
+    nlohmann::ordered_json doc;
     try {
-        j = nlohmann::ordered_json::parse(text);
+        doc = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         throw_json_syntax_error(e, text, file);
     }
+    // advise --format json: {"advise": {...}, "recommended": i, ..., "configurations": [rows]}.
+    std::string rows_at;
+    if (doc.is_object() && doc.contains("configurations")) {
+        rows_at = "/configurations";
+        if (recommended && doc.contains("recommended")) {
+            const auto& r = doc["recommended"];
+            if (!r.is_number_unsigned() || r.get<std::size_t>() >= doc["configurations"].size())
+                throw ParseError(file, "/recommended", "expected the index of one of the configurations");
+            *recommended = r.get<std::size_t>();
+        }
+    }
+    const nlohmann::ordered_json& j = rows_at.empty() ? doc : doc["configurations"];
     if (!j.is_array() || j.empty())
-        throw ParseError(file, "", "expected a non-empty array of sweep rows (`dtsim sweep --format json`)");
+        throw ParseError(file, rows_at,
+                         "expected a non-empty array of sweep rows (`dtsim sweep --format json`, or the "
+                         "\"configurations\" of `dtsim advise --format json`)");
     std::vector<SweepResult> out;
     for (std::size_t i = 0; i < j.size(); ++i) {
         const auto& row = j[i];
-        const std::string at = fmt::format("/{}", i);
+        const std::string at = fmt::format("{}/{}", rows_at, i);
         if (!row.is_object()) throw ParseError(file, at, "expected an object (a sweep row)");
         auto field = [&](const char* key) -> const nlohmann::ordered_json& {
             if (!row.contains(key)) throw ParseError(file, at + "/" + key, "missing; expected a sweep row's field");
@@ -256,8 +273,9 @@ std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::st
     return out;
 }
 
-std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base) {
-    return parse_sweep_json(read_config_file(path), path, base);
+std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base,
+                                         std::optional<std::size_t>* recommended) {
+    return parse_sweep_json(read_config_file(path), path, base, recommended);
 }
 
 bool looks_like_sweep_json(const std::string& path) {
@@ -266,7 +284,13 @@ bool looks_like_sweep_json(const std::string& path) {
     in.read(head.data(), static_cast<std::streamsize>(head.size()));
     head.resize(static_cast<std::size_t>(in.gcount()));
     const auto first = head.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || head[first] != '[') return false;
+    if (first == std::string::npos) return false;
+    // advise's document names its kind first; a trace object has traceEvents.
+    if (head[first] == '{') {
+        const auto key = head.find_first_not_of(" \t\r\n", first + 1);
+        return key != std::string::npos && head.compare(key, 8, "\"advise\"") == 0;
+    }
+    if (head[first] != '[') return false;
     // A sweep row's first keys are "index", "config", "settings"; a trace event has "ph".
     const auto settings = head.find("\"settings\"");
     return settings != std::string::npos && head.find("\"ph\"") > settings;

@@ -14,6 +14,7 @@
 #include "space_options.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <memory>
@@ -29,14 +30,16 @@ struct AdviseOptions {
     std::vector<std::string> axes;
     std::string emit;      // deepspeed | lightning | torch
     std::string emit_out;  // empty: a section on stdout
+    std::string format = "text";
 };
 
-// --emit: the recommendation as a ready-to-paste configuration.
-void emit_recommendation(const sim::Config& config, const AdviseOptions& a) {
+// --emit: the recommendation as a ready-to-paste configuration. Its notes go
+// to `notes` (stderr when stdout holds advise's JSON).
+void emit_recommendation(const sim::Config& config, const AdviseOptions& a, std::FILE* notes = stdout) {
     if (a.emit.empty()) return;
     const std::string strategy = advisor::emitted_strategy(config);
     if (a.emit == "deepspeed" && strategy != "deepspeed") {
-        fmt::print(
+        fmt::print(notes,
             "\nNote: --emit deepspeed: the recommendation uses {}, not DeepSpeed; nothing emitted (use --emit "
             "lightning or --emit torch).\n",
             strategy);
@@ -45,7 +48,7 @@ void emit_recommendation(const sim::Config& config, const AdviseOptions& a) {
     const std::string text = advisor::emit(a.emit, config);
     if (!a.emit_out.empty()) {
         write_file_atomically(a.emit_out, text);
-        fmt::print("\nWrote the {} configuration to {}\n", a.emit, a.emit_out);
+        fmt::print(notes, "\nWrote the {} configuration to {}\n", a.emit, a.emit_out);
         return;
     }
     fmt::print("\n{} configuration ({}):\n{}", a.emit == "deepspeed" ? "DeepSpeed" : a.emit,
@@ -64,6 +67,9 @@ std::string header() {
 }
 
 void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
+    if (a.format == "json" && !a.emit.empty() && a.emit_out.empty())
+        throw ConfigError(fmt::format("--emit {} with --format json needs --emit-out FILE: stdout holds the JSON",
+                                      a.emit));
     const sim::Config base = make_config(o);
     const advisor::RankOptions rank_options{advisor::objective_from_string(a.objective),
                                             advisor::parse_headroom(a.headroom)};
@@ -98,6 +104,33 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
     }
 
     const auto& best = results[ranking.order.front()];
+    const std::size_t n_alt = std::min<std::size_t>(5, ranking.order.size() - 1);
+    if (a.format == "json") {
+        // One document: the search, the pick and its alternatives by index, and every row as sweep writes it.
+        nlohmann::ordered_json j;
+        j["advise"] = {{"model", base.model},
+                       {"hardware", cal.name},
+                       {"nodes", base.topology.nodes},
+                       {"gpus_per_node", base.topology.gpus_per_node},
+                       {"objective", a.objective},
+                       {"memory_headroom", rank_options.memory_headroom},
+                       {"global_batch", global_batch ? nlohmann::ordered_json(*global_batch) : nlohmann::ordered_json()},
+                       {"configurations", results.size()},
+                       {"fit", fitting},
+                       {"skipped", skipped}};
+        j["recommended"] = ranking.order.front();
+        j["recommendation"] = best.candidate.label();
+        j["alternatives"] = std::vector<std::size_t>(ranking.order.begin() + 1,
+                                                     ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1));
+        j["pareto"] = ranking.pareto;
+        nlohmann::ordered_json why = nlohmann::ordered_json::array();
+        for (std::size_t i = 1; i <= n_alt; ++i) why.push_back(advisor::explain(best, results[ranking.order[i]]));
+        j["why"] = why;
+        j["configurations"] = advisor::sweep_rows_json(results);
+        fmt::print("{}\n", j.dump(2));
+        emit_recommendation(best.candidate.config, a, stderr);
+        return;
+    }
     fmt::print(
         "Searched {} configurations of {} on {} x {} {} ({}, objective {}{}): {} fit, {} do not fit, {} "
         "skipped or invalid.\n\n",
@@ -112,7 +145,6 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
         best.samples_per_s, format_count(best.tokens_per_s), best.mfu * 100, format_seconds(best.exposed_comm_s),
         format_bytes(best.peak_memory_bytes), format_bytes(best.usable_memory_bytes));
     fmt::print("Top alternatives:\n  {}\n", header());
-    const std::size_t n_alt = std::min<std::size_t>(5, ranking.order.size() - 1);
     for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  {}\n", row(results[ranking.order[i]]));
     fmt::print("\nPareto front (throughput against peak memory):\n  {}\n", header());
     for (std::size_t i : ranking.pareto) fmt::print("  {}\n", row(results[i]));
@@ -156,6 +188,11 @@ void add_advise_command(CLI::App& app) {
     cmd->add_option("--memory-headroom", adv->headroom, "keep this share of usable device memory free, e.g. 10% or 0.1")
         ->capture_default_str();
     cmd->add_option("--axis", adv->axes, "search these axes (key=v1,v2,...) instead of the default space");
+    cmd->add_option("--format", adv->format,
+                    "text, or json: the recommendation, alternatives and Pareto front by index, and every "
+                    "configuration as `sweep --format json` writes it (dtsim gui opens it)")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
     cmd->add_option("--emit", adv->emit,
                     "write the recommendation as a DeepSpeed JSON, a Lightning Trainer or a torch DDP/FSDP call")
         ->check(CLI::IsMember({"deepspeed", "lightning", "torch"}));

@@ -1,7 +1,7 @@
 // `dtsim gui [FILES...]`: the Qt views. Trace files open in the timeline;
 // --model ... (the options of `simulate`) opens the live what-if on a
 // simulated configuration; --axis / --space (the options of `sweep`), or a
-// `dtsim sweep --format json` file, open the sweep view; --screenshot renders
+// `dtsim sweep` / `dtsim advise` --format json file, open the sweep view; --screenshot renders
 // offscreen and exits.
 #include "commands.hpp"
 #include "config_options.hpp"
@@ -100,7 +100,7 @@ void run_gui_command(const GuiCommandOptions& o) {
                                     g.sweep.size());
     } else if (!sweep_files.empty()) {
         const std::string& f = sweep_files.front();
-        g.sweep = advisor::read_sweep_json(f, g.config ? &*g.config : nullptr);
+        g.sweep = advisor::read_sweep_json(f, g.config ? &*g.config : nullptr, &g.sweep_recommended);
         g.sweep_has_configs = g.config.has_value();
         g.sweep_title = g.config ? fmt::format("{}: {} configurations of {} on {}", f, g.sweep.size(), g.config->model,
                                                g.calibration.name)
@@ -147,7 +147,7 @@ void add_gui_command(CLI::App& app) {
         "gui", "open traces (predicted, measured, imported) and a live what-if of a configuration in a window");
     cmd->add_option("files", opts->files,
                     "trace files or directories (dtsim's simulate/execute --trace, torch.profiler / Kineto JSON), "
-                    "or one `dtsim sweep --format json` file");
+                    "or one `dtsim sweep --format json` or `dtsim advise --format json` file");
     add_options(*cmd, opts->simulate, false);
     cmd->add_option("--screenshot", opts->screenshot, "render the window offscreen to this PNG and exit");
     add_space_options(*cmd, opts->space);

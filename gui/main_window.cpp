@@ -112,7 +112,7 @@ MainWindow::MainWindow(const GuiOptions& options, QWidget* parent) : QMainWindow
     });
     if (!options.sweep.empty()) {
         sweep_ = new SweepView(options.sweep, options.calibration, options.sweep_has_configs,
-                               QString::fromStdString(options.sweep_title), tabs_);
+                               QString::fromStdString(options.sweep_title), options.sweep_recommended, tabs_);
         tabs_->addTab(sweep_, tr("Sweep"));
         tabs_->setCurrentWidget(sweep_);
     }
@@ -186,9 +186,10 @@ void MainWindow::open_files(const QStringList& paths) {
         if (files.size() == 1 && advisor::looks_like_sweep_json(files.front())) {
             // A sweep file: its figures in the sweep view (the base configuration
             // for its rows' timelines comes only from the command line).
-            auto rows = advisor::read_sweep_json(files.front(), nullptr);
+            std::optional<std::size_t> recommended;
+            auto rows = advisor::read_sweep_json(files.front(), nullptr, &recommended);
             const QString title = tr("%1: %2 configurations").arg(paths.front()).arg(rows.size());
-            auto* view = new SweepView(std::move(rows), {}, false, title, tabs_);
+            auto* view = new SweepView(std::move(rows), {}, false, title, recommended, tabs_);
             if (sweep_) {
                 const int at = tabs_->indexOf(sweep_);
                 tabs_->removeTab(at);

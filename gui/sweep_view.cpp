@@ -235,8 +235,12 @@ void SweepScatter::paintEvent(QPaintEvent*) {
 // ---------------------------------------------------------------- view
 
 SweepView::SweepView(std::vector<advisor::SweepResult> results, calib::Calibration calibration, bool has_configs,
-                     const QString& title, QWidget* parent)
-    : QWidget(parent), results_(std::move(results)), calibration_(std::move(calibration)), has_configs_(has_configs) {
+                     const QString& title, std::optional<std::size_t> recommended, QWidget* parent)
+    : QWidget(parent),
+      results_(std::move(results)),
+      calibration_(std::move(calibration)),
+      has_configs_(has_configs),
+      recommended_(recommended) {
     const advisor::Ranking ranking = advisor::rank(results_, {});
     pareto_ = ranking.pareto;
 
@@ -305,8 +309,11 @@ SweepView::SweepView(std::vector<advisor::SweepResult> results, calib::Calibrati
             });
     connect(scatter_, &SweepScatter::row_clicked, this, &SweepView::select_row);
 
-    // Start on the recommendation (the fastest that fits), else the first row.
-    if (!results_.empty()) select_row(ranking.order.empty() ? 0 : ranking.order.front());
+    // Start on advise's recommendation, else the fastest that fits, else the first row.
+    if (recommended_ && *recommended_ < results_.size())
+        select_row(*recommended_);
+    else if (!results_.empty())
+        select_row(ranking.order.empty() ? 0 : ranking.order.front());
 }
 
 void SweepView::build_table() {
@@ -388,7 +395,8 @@ QString SweepView::selection_text() const { return selection_->text(); }
 void SweepView::show_row(std::size_t row) {
     scatter_->set_selected(row);
     const auto& r = results_[row];
-    const QString label = QString::fromStdString(r.candidate.label());
+    const QString label = (row == recommended_ ? tr("Recommended by dtsim advise: ") : QString()) +
+                          QString::fromStdString(r.candidate.label());
     if (!r.simulated) {
         selection_->setText(tr("%1: not simulated: %2").arg(label, QString::fromStdString(r.why)));
         timeline_->set_index(nullptr);

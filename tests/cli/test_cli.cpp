@@ -1,5 +1,6 @@
 // The dtsim command as a user runs it: help, listings, errors and exit codes,
 // the JSON output against a golden file, and the README examples.
+#include "dtsim/advisor/sweep.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -330,6 +331,33 @@ TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("no CUDA device") && Catch::Contains("--backend cpu"));
     CHECK_FALSE(fs::exists(scratch_dir() / "cuda.json"));
+}
+
+TEST_CASE("advise --format json: the pick, its alternatives and every configuration, as the text says") {
+    const std::string args = "advise --model gpt2-xl --nodes 2 --precision bf16-mixed --global-batch 256";
+    Run text = run_dtsim(args);
+    Run json_run = run_dtsim(args + " --format json");
+    REQUIRE(text.exit_code == 0);
+    REQUIRE(json_run.exit_code == 0);
+    const auto j = nlohmann::json::parse(json_run.out);
+    const auto& rows = j.at("configurations");
+    const auto picked = j.at("recommended").get<std::size_t>();
+    REQUIRE(picked < rows.size());
+    CHECK(rows[picked].at("fits").get<bool>());
+    CHECK(rows[picked].at("config") == j.at("recommendation"));
+    CHECK_THAT(text.out, Catch::Contains("Recommendation: " + j.at("recommendation").get<std::string>() + "\n"));
+    CHECK(j.at("advise").at("configurations").get<std::size_t>() == rows.size());
+    for (const auto& i : j.at("alternatives")) CHECK(i.get<std::size_t>() < rows.size());
+    CHECK_FALSE(j.at("pareto").empty());
+    // The file reads back as a sweep whose recommended row is the pick.
+    std::optional<std::size_t> recommended;
+    const auto read = dtsim::advisor::parse_sweep_json(json_run.out, "advise.json", nullptr, &recommended);
+    CHECK(read.size() == rows.size());
+    CHECK(recommended == picked);
+    // --emit needs a file then: stdout is the JSON.
+    Run emit = run_dtsim(args + " --format json --emit torch");
+    CHECK(emit.exit_code != 0);
+    CHECK_THAT(emit.err, Catch::Contains("--emit-out"));
 }
 
 TEST_CASE("README: advise recommends a configuration that fits, sweep writes CSV") {

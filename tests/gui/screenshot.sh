@@ -53,6 +53,11 @@ if out=$("$dtsim" gui --axis micro_batch=1,2 --screenshot "$dir/x.png" 2>&1); th
 fi
 grep -q "give it with --model" <<<"$out"
 
+# An advise --format json file opens in the sweep view on advise's pick.
+"$dtsim" advise --model gpt2 --nodes 1 --gpus-per-node 8 --format json > "$dir/advise.json"
+"$dtsim" gui "$dir/advise.json" --model gpt2 --nodes 1 --gpus-per-node 8 --view sweep --screenshot "$dir/advise.png"
+[ "$(png_size "$dir/advise.png")" = 1600x900 ]
+
 # validate --gui-screenshot: one rank, measured here, the compare view of each strategy.
 "$dtsim" validate --model mlp-2x64 --micro-batch 8 --steps 2 --strategies ddp,fsdp \
   --gui-screenshot "$dir/validate.png" > "$dir/validate.out"

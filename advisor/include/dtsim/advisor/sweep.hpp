@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ std::vector<SweepResult> run_sweep(const std::vector<Candidate>& candidates, con
 // Output formats of `dtsim sweep`.
 std::string sweep_csv(const std::vector<SweepResult>& results);
 std::string sweep_json(const std::vector<SweepResult>& results);
+// The rows of sweep_json, for documents that hold them (advise --format json).
+nlohmann::ordered_json sweep_rows_json(const std::vector<SweepResult>& results);
 
 // A `dtsim sweep --format json` file read back (the GUI's sweep view opens
 // them). Each row's figures and settings are kept as written. With `base`
@@ -60,8 +63,12 @@ std::string sweep_json(const std::vector<SweepResult>& results);
 // again; without it, candidate.config is left default and has_config() is
 // false. Errors name the file and the field. `looks_like_sweep_json` tells
 // a sweep file from a trace by its first few KiB.
-std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base);
-std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base);
+// `dtsim advise --format json` files are read too: their "configurations"
+// are the rows, and `recommended` (when given) is set to the row advise picked.
+std::vector<SweepResult> read_sweep_json(const std::string& path, const sim::Config* base,
+                                         std::optional<std::size_t>* recommended = nullptr);
+std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::string& file, const sim::Config* base,
+                                          std::optional<std::size_t>* recommended = nullptr);
 bool looks_like_sweep_json(const std::string& path);
 
 // "12.30 GiB"

@@ -38,6 +38,7 @@ struct GuiOptions {
     // timelines when they carry their configurations.
     std::vector<advisor::SweepResult> sweep;
     bool sweep_has_configs = false;
+    std::optional<std::size_t> sweep_recommended;  // the row `dtsim advise --format json` picked
     std::string sweep_title;
     // Predicted against measured, a compare tab each (the first is --view compare).
     std::vector<ComparePair> compares;

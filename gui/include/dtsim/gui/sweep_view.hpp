@@ -69,8 +69,10 @@ public:
     // `calibration` prices the rows again for their timelines; `has_configs`
     // says whether the rows carry their configurations (a sweep run here, or
     // a file read with its base configuration) or only their figures.
+    // `recommended`: the row `dtsim advise` picked (its JSON), opened first
+    // and named as such; without it the view opens on the fastest that fits.
     SweepView(std::vector<advisor::SweepResult> results, calib::Calibration calibration, bool has_configs,
-              const QString& title, QWidget* parent = nullptr);
+              const QString& title, std::optional<std::size_t> recommended = std::nullopt, QWidget* parent = nullptr);
 
     const std::vector<advisor::SweepResult>& results() const { return results_; }
     const std::vector<std::size_t>& pareto() const { return pareto_; }
@@ -95,6 +97,7 @@ private:
     std::vector<advisor::SweepResult> results_;
     calib::Calibration calibration_;
     bool has_configs_ = false;
+    std::optional<std::size_t> recommended_;
     std::vector<std::size_t> pareto_;
     QStandardItemModel* model_ = nullptr;
     QSortFilterProxyModel* proxy_ = nullptr;
