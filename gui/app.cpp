@@ -73,6 +73,8 @@ int run_gui(const GuiOptions& options) {
         window.timeline()->step_match(1);
         if (window.timeline()->view()->selected_span() < 0)
             throw ConfigError(fmt::format("--select {}: no span's name contains it", options.select));
+        // The selection stays; the highlight of the matches goes unless --search asked for one.
+        window.timeline()->search_box()->setText(QString::fromStdString(options.search));
     };
     window.resize(options.width_px, options.height_px);
     if (!offscreen) {

@@ -183,6 +183,30 @@ void CompareView::compare_step() {
         {tr("50 % slower"), error_color(0.5)},           {tr("unmatched"), kUnmatched}};
     predicted_->set_span_colors(std::move(p_colors), legend);
     measured_->set_span_colors(std::move(m_colors), legend);
+    // Tooltips say predicted against measured: a predicted span lists each measured match (one per rank).
+    auto by_predicted = std::make_shared<std::vector<std::vector<std::size_t>>>(predicted.spans.size());
+    auto by_measured = std::make_shared<std::vector<std::int32_t>>(measured.spans.size(), -1);
+    for (std::size_t i = 0; i < comparison_.matches.size(); ++i) {
+        (*by_predicted)[static_cast<std::size_t>(comparison_.matches[i].predicted)].push_back(i);
+        (*by_measured)[static_cast<std::size_t>(comparison_.matches[i].measured)] = static_cast<std::int32_t>(i);
+    }
+    const auto note = [this](const SpanMatch& m) {
+        const auto& p = predicted_->index()->model().spans[static_cast<std::size_t>(m.predicted)];
+        const auto& s = measured_->index()->model().spans[static_cast<std::size_t>(m.measured)];
+        return tr("\npredicted %1, measured %2 (%3)")
+            .arg(format_duration(static_cast<double>(p.dur_ns)), format_duration(static_cast<double>(s.dur_ns)),
+                 percent(m.error));
+    };
+    predicted_->set_tooltip_note([this, by_predicted, note](std::int32_t span) {
+        QString out;
+        for (std::size_t i : (*by_predicted)[static_cast<std::size_t>(span)]) out += note(comparison_.matches[i]);
+        return out.isEmpty() ? tr("\nno measured match") : out;
+    });
+    measured_->set_tooltip_note([this, by_measured, note](std::int32_t span) {
+        const std::int32_t i = (*by_measured)[static_cast<std::size_t>(span)];
+        return i < 0 ? tr("\nno predicted match (in step %1)").arg(step_ + 1)
+                     : note(comparison_.matches[static_cast<std::size_t>(i)]);
+    });
     const double p_len = static_cast<double>(predicted_->index()->end_ns() - predicted_->index()->begin_ns());
     double m_len = static_cast<double>(measured_->index()->end_ns() - measured_->index()->begin_ns());
     if (steps_ > 1 && !comparison_.matches.empty()) {  // the compared step's extent, not the whole trace's

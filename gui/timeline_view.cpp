@@ -305,7 +305,8 @@ std::int32_t TimelineView::span_at(QPoint pos) const {
 
 QString TimelineView::tooltip_at(QPoint pos) const {
     if (!index_) return {};
-    if (const std::int32_t s = span_at(pos); s >= 0) return span_description(*index_, s);
+    if (const std::int32_t s = span_at(pos); s >= 0)
+        return span_description(*index_, s) + (tooltip_note_ ? tooltip_note_(s) : QString());
     const VisualRow* vr = visual_row_at(pos.y());
     if (vr && vr->kind == RowKind::counter && pos.x() >= kGutterPx) {
         const CounterSeries& c = index_->counters()[static_cast<std::size_t>(vr->index)];
@@ -315,10 +316,11 @@ QString TimelineView::tooltip_at(QPoint pos) const {
         const auto i = static_cast<std::size_t>(it - c.time_ns.begin()) - 1;
         const bool bytes = QString::fromStdString(c.name).contains(QStringLiteral("memory"));
         return QStringLiteral("%1: %2 at %3\npeak %4 at %5")
-            .arg(QString::fromStdString(c.name), bytes ? format_bytes(c.value[i]) : QString::number(c.value[i]),
-                 format_duration(static_cast<double>(c.time_ns[i] - index_->begin_ns())),
-                 bytes ? format_bytes(c.value[c.peak]) : QString::number(c.value[c.peak]),
-                 format_duration(static_cast<double>(c.time_ns[c.peak] - index_->begin_ns())));
+                   .arg(QString::fromStdString(c.name), bytes ? format_bytes(c.value[i]) : QString::number(c.value[i]),
+                        format_duration(static_cast<double>(c.time_ns[i] - index_->begin_ns())),
+                        bytes ? format_bytes(c.value[c.peak]) : QString::number(c.value[c.peak]),
+                        format_duration(static_cast<double>(c.time_ns[c.peak] - index_->begin_ns()))) +
+               (c.name == "device memory" ? peak_breakdown_text(c.rank, 99, QStringLiteral("\n  ")) : QString());
     }
     return {};
 }
@@ -343,6 +345,23 @@ void TimelineView::paintEvent(QPaintEvent*) {
     paint_ruler(p);
     paint_legend(p);
 }
+
+QString TimelineView::peak_breakdown_text(std::int32_t rank, std::size_t most, const QString& separator) const {
+    std::vector<const traces::MemoryPart*> parts;
+    for (const auto& part : index_->model().device_memory_peak)
+        if (part.rank == rank) parts.push_back(&part);
+    if (parts.empty()) return {};
+    std::stable_sort(parts.begin(), parts.end(), [](const auto* a, const auto* b) { return a->bytes > b->bytes; });
+    QStringList items;
+    for (std::size_t i = 0; i < parts.size() && i < most; ++i)
+        items << QStringLiteral("%1 %2").arg(QString::fromStdString(parts[i]->category).replace(QLatin1Char('_'),
+                                                                                                 QLatin1Char(' ')),
+                                             format_bytes(parts[i]->bytes));
+    if (parts.size() > most) items << tr("%1 more").arg(parts.size() - most);
+    return (separator.startsWith(QLatin1Char('\n')) ? separator : QStringLiteral(": ")) + items.join(separator);
+}
+
+void TimelineView::set_tooltip_note(std::function<QString(std::int32_t)> note) { tooltip_note_ = std::move(note); }
 
 std::vector<std::int32_t> TimelineView::dependencies_of(std::int32_t span) const {
     std::vector<std::int32_t> out;
@@ -604,9 +623,12 @@ void TimelineView::paint_counter(QPainter& p, const CounterSeries& c, int y, int
     p.setPen(QPen(QColor(0xe4, 0x57, 0x56), 2));
     p.drawLine(QPointF(px, py - 2), QPointF(px, base_y));
     const bool bytes = QString::fromStdString(c.name).contains(QStringLiteral("memory"));
-    const QString label = tr("peak %1").arg(bytes ? format_bytes(c.value[c.peak]) : QString::number(c.value[c.peak]));
+    QString label = tr("peak %1").arg(bytes ? format_bytes(c.value[c.peak]) : QString::number(c.value[c.peak]));
+    if (c.name == "device memory") label += peak_breakdown_text(c.rank, 3, QStringLiteral(", "));
+    // Right of the peak, else left of it, never over the lane labels; elided when wider than the plot.
+    label = fontMetrics().elidedText(label, Qt::ElideRight, plot_width_px() - 8);
     const int w = fontMetrics().horizontalAdvance(label) + 6;
-    const double lx = px + w + 4 > width() ? px - w - 4 : px + 4;
+    const double lx = std::max(kGutterPx + 2.0, px + w + 4 > width() ? px - w - 4 : px + 4);
     p.setPen(palette().color(QPalette::WindowText));
     p.drawText(QRectF(lx, y + 1, w, 14), Qt::AlignLeft | Qt::AlignVCenter, label);
 }

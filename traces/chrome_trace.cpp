@@ -45,6 +45,16 @@ std::string chrome_trace_json(const sim::Timeline& tl) {
     out.reserve(256 + tl.events.size() * 200);
     out += R"({"displayTimeUnit":"ms","otherData":{"generator":"dtsim","title":)";
     append_escaped(out, tl.title);
+    // The device-memory peak by category, per pid (dtsim's reader keeps it; viewers show otherData as is).
+    if (!tl.device_memory_peak.empty()) {
+        out += R"(,"device_memory_peak":{"0":{)";
+        for (std::size_t i = 0; i < tl.device_memory_peak.size(); ++i) {
+            if (i) out += ',';
+            append_escaped(out, tl.device_memory_peak[i].first);
+            out += ':' + std::to_string(tl.device_memory_peak[i].second);
+        }
+        out += "}}";
+    }
     out += "},\"traceEvents\":[\n";
     // The first entry names the trace so every later entry can start with a comma.
     out += R"({"ph":"M","name":"process_name","pid":0,"tid":0,"args":{"name":)";

@@ -99,6 +99,7 @@ struct FileState {
     std::int32_t first_track = 0;
     std::int32_t first_span = 0;
     std::size_t first_counter = 0;
+    std::size_t first_peak_part = 0;
     std::size_t first_instant = 0;
     bool object_form = false;
     bool kineto_markers = false;
@@ -192,6 +193,7 @@ void Reader::read_file(const std::string& path, std::int32_t file_index) {
     f_.first_track = static_cast<std::int32_t>(m_.tracks.size());
     f_.first_span = static_cast<std::int32_t>(m_.spans.size());
     f_.first_counter = m_.counters.size();
+    f_.first_peak_part = m_.device_memory_peak.size();
     f_.first_instant = m_.instants.size();
     f_.info.source_file = path;
     detail::ByteSource source(path);
@@ -270,6 +272,15 @@ void Reader::read_top(JsonCursor& c) {
                 const nlohmann::json j = read_small_json(c, 1);
                 if (j.is_object() && j.contains("generator") && j["generator"].is_string())
                     f_.generator = j["generator"].get<std::string>();
+                // dtsim's device-memory peak by category, per pid; anything else there is left alone.
+                if (j.is_object() && j.contains("device_memory_peak") && j["device_memory_peak"].is_object())
+                    for (const auto& [pid, parts] : j["device_memory_peak"].items()) {
+                        if (!parts.is_object()) continue;
+                        for (const auto& [category, bytes] : parts.items())
+                            if (bytes.is_number() && bytes.get<double>() >= 0)
+                                m_.device_memory_peak.push_back(MemoryPart{
+                                    .rank = process_of(pid), .category = category, .bytes = bytes.get<double>()});
+                    }
             } else {
                 if (key == "schemaVersion" || key == "traceName") f_.kineto_markers = true;
                 c.skip_value(1);
@@ -763,6 +774,8 @@ void Reader::finish_file() {
     }
     for (std::size_t i = f_.first_counter; i < m_.counters.size(); ++i)
         m_.counters[i].rank = rank_of_process[static_cast<std::size_t>(m_.counters[i].rank)];
+    for (std::size_t i = f_.first_peak_part; i < m_.device_memory_peak.size(); ++i)
+        m_.device_memory_peak[i].rank = rank_of_process[static_cast<std::size_t>(m_.device_memory_peak[i].rank)];
 
     match_begin_end(begin_end_);
     begin_end_.clear();
@@ -957,6 +970,7 @@ void Reader::order_ranks() {
     m_.ranks = std::move(ranks);
     for (Track& t : m_.tracks) t.rank = new_index[static_cast<std::size_t>(t.rank)];
     for (Counter& c : m_.counters) c.rank = new_index[static_cast<std::size_t>(c.rank)];
+    for (MemoryPart& p : m_.device_memory_peak) p.rank = new_index[static_cast<std::size_t>(p.rank)];
 }
 
 void Reader::finish() {

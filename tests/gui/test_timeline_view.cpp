@@ -200,6 +200,15 @@ TEST_CASE("a simulated step shows one lane per stream and the device-memory trac
     for (int x = TimelineView::kGutterPx; x < image.width(); ++x)
         if (QColor(image.pixel(x, y)) == gui::kind_color(SpanKind::compute)) ++painted;
     CHECK(painted > view.plot_width_px() / 4);
+    // The memory track's tooltip gives the peak's breakdown by category.
+    QString memory_tip;
+    for (int yy = 0; yy < view.height() && memory_tip.isEmpty(); ++yy)
+        if (view.tooltip_at(QPoint(TimelineView::kGutterPx + 10, yy)).startsWith(QStringLiteral("device memory")))
+            memory_tip = view.tooltip_at(QPoint(TimelineView::kGutterPx + 10, yy));
+    REQUIRE_FALSE(tl.device_memory_peak.empty());
+    for (const auto& [category, bytes] : tl.device_memory_peak)
+        CHECK(memory_tip.contains(QString::fromStdString(category).replace(QLatin1Char('_'), QLatin1Char(' ')) +
+                                  QStringLiteral(" ") + gui::format_bytes(static_cast<double>(bytes))));
 
     // Selecting a task that waits for others lists them and draws an arrow into it.
     const auto& spans = index->model().spans;

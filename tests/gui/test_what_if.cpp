@@ -99,6 +99,13 @@ TEST_CASE("compare matches spans by rank and track and name and order and report
     view.set_traces(predicted, measured, QStringLiteral("p"), QStringLiteral("m"));
     CHECK(view.summary()->rowCount() == 2);
     CHECK(view.summary()->item(0, 4)->text() == QStringLiteral("+25.0 %"));
+    // Hovering a span says predicted against measured.
+    view.show();
+    view.fit_all();
+    const auto gemm = view.measured_view()->span_rect(0);
+    REQUIRE(gemm);
+    const QString tip = view.measured_view()->tooltip_at(gemm->center().toPoint());
+    CHECK(tip.contains(QStringLiteral("predicted 800 ns, measured 1.000 us (+25.0 %)")));
     // Zooming one view moves the other: one time axis.
     view.predicted_view()->zoom_at(2, 100);
     CHECK(view.measured_view()->ns_per_px() == Approx(view.predicted_view()->ns_per_px()));

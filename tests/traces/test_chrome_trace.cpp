@@ -284,3 +284,33 @@ TEST_CASE("the Plan's dependencies are written as flow arrows that read back bet
     CHECK(edges(read) == want);
     CHECK(edges(traces::from_timeline(s.timeline)) == want);
 }
+
+TEST_CASE("the device-memory peak's breakdown by category is written and reads back, summing to the peak") {
+    const Simulated s = simulate_small();
+    REQUIRE_FALSE(s.timeline.device_memory_peak.empty());
+    std::int64_t total = 0;
+    for (const auto& [category, bytes] : s.timeline.device_memory_peak) {
+        CHECK(bytes > 0);
+        CHECK(category != "host");
+        total += bytes;
+    }
+    CHECK(total == s.result.metrics.peak_memory_bytes);
+    TempDir dir;
+    const std::string path = (dir.path() / "peak.json").string();
+    traces::write_chrome_trace(s.timeline, path);
+    const traces::TraceModel read = traces::read_trace(path);
+    const traces::TraceModel direct = traces::from_timeline(s.timeline);
+    // The same parts either way (the reader's order is by name).
+    const auto parts = [](const traces::TraceModel& m) {
+        std::map<std::string, double> out;
+        for (const auto& p : m.device_memory_peak) {
+            CHECK(p.rank == 0);
+            out[p.category] = p.bytes;
+        }
+        return out;
+    };
+    std::map<std::string, double> want;
+    for (const auto& [category, bytes] : s.timeline.device_memory_peak) want[category] = static_cast<double>(bytes);
+    CHECK(parts(read) == want);
+    CHECK(parts(direct) == want);
+}

@@ -15,6 +15,7 @@
 #include <QWidget>
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -74,6 +75,9 @@ public:
     void set_rank_collapsed(std::size_t rank_group, bool collapsed);
     bool rank_collapsed(std::size_t rank_group) const;
 
+    // Text added under a span's tooltip (the compare view's predicted against measured).
+    void set_tooltip_note(std::function<QString(std::int32_t)> note);
+
     // Overrides the colour of each span (one per TraceModel span, e.g. by
     // prediction error) with its own legend; empty restores colours by kind.
     void set_span_colors(std::vector<QRgb> colors, std::vector<std::pair<QString, QColor>> legend);
@@ -123,6 +127,8 @@ private:
     void paint_ruler(QPainter& p) const;
     void paint_rows(QPainter& p);
     void paint_dependencies(QPainter& p) const;
+    // The device-memory peak's categories, largest first (at most `most`), or empty.
+    QString peak_breakdown_text(std::int32_t rank, std::size_t most, const QString& separator) const;
     void paint_span_row(QPainter& p, const VisualRow& vr, const Row& row, int y, int height);
     void paint_counter(QPainter& p, const CounterSeries& series, int y, int height) const;
 
@@ -135,6 +141,7 @@ private:
     std::size_t match_count_ = 0;
     std::vector<std::int32_t> ordered_matches_;  // every match, by start time
     std::vector<std::int32_t> selected_deps_;    // dependencies_of(selected_)
+    std::function<QString(std::int32_t)> tooltip_note_;
     std::size_t current_match_ = static_cast<std::size_t>(-1);
     bool searching_ = false;
     std::vector<QRgb> span_colors_;

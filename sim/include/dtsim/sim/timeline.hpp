@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <variant>
+#include <utility>
 #include <vector>
 
 namespace dtsim::sim {
@@ -42,6 +43,8 @@ struct Timeline {
     std::vector<TimelineEvent> events;
     std::vector<CounterSample> device_memory_bytes;
     std::vector<CounterSample> host_memory_bytes;  // empty without offload
+    // Device memory by category at the peak (rank 0; categories holding none left out).
+    std::vector<std::pair<std::string, std::int64_t>> device_memory_peak;
 };
 
 // The representative rank's predicted timeline.

@@ -76,6 +76,13 @@ struct Counter {
     double value = 0;
 };
 
+// Device memory by category at its peak (dtsim's traces say so; others do not).
+struct MemoryPart {
+    std::int32_t rank = 0;
+    std::string category;  // parameters, gradients, optimizer_states, activations, ...
+    double bytes = 0;
+};
+
 // A flow edge (s -> f, through t steps), resolved to the spans it binds.
 struct Flow {
     StringId name = kNoString;    // e.g. "ac2g", "fwdbwd", dtsim "dep"
@@ -118,6 +125,7 @@ struct TraceModel {
     std::vector<Instant> instants;
     std::vector<Counter> counters;
     std::vector<Flow> flows;
+    std::vector<MemoryPart> device_memory_peak;  // in the file's order, per rank
     ReadStats stats;
 
     std::string_view str(StringId id) const { return id < 0 ? std::string_view{} : strings[static_cast<std::size_t>(id)]; }
