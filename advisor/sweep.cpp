@@ -140,7 +140,9 @@ std::string sweep_csv(const std::vector<SweepResult>& results) {
     return out;
 }
 
-std::string sweep_json(const std::vector<SweepResult>& results) { return sweep_rows_json(results).dump(2) + "\n"; }
+std::string sweep_json(const std::vector<SweepResult>& results) {
+    return sweep_rows_json(results).dump(2) + "\n";
+}
 
 nlohmann::ordered_json sweep_rows_json(const std::vector<SweepResult>& results) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
@@ -224,7 +226,8 @@ std::vector<SweepResult> parse_sweep_json(const std::string& text, const std::st
         auto number = [&](const char* key) {
             const auto& v = field(key);
             if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-                throw ParseError(file, at + "/" + key, fmt::format("expected a number >= 0, found {}", json_excerpt(Json(v))));
+                throw ParseError(file, at + "/" + key,
+                                 fmt::format("expected a number >= 0, found {}", json_excerpt(Json(v))));
             return v.get<double>();
         };
         auto boolean = [&](const char* key) {

@@ -40,9 +40,9 @@ void emit_recommendation(const sim::Config& config, const AdviseOptions& a, std:
     const std::string strategy = advisor::emitted_strategy(config);
     if (a.emit == "deepspeed" && strategy != "deepspeed") {
         fmt::print(notes,
-            "\nNote: --emit deepspeed: the recommendation uses {}, not DeepSpeed; nothing emitted (use --emit "
-            "lightning or --emit torch).\n",
-            strategy);
+                   "\nNote: --emit deepspeed: the recommendation uses {}, not DeepSpeed; nothing emitted (use --emit "
+                   "lightning or --emit torch).\n",
+                   strategy);
         return;
     }
     const std::string text = advisor::emit(a.emit, config);
@@ -68,8 +68,8 @@ std::string header() {
 
 void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
     if (a.format == "json" && !a.emit.empty() && a.emit_out.empty())
-        throw ConfigError(fmt::format("--emit {} with --format json needs --emit-out FILE: stdout holds the JSON",
-                                      a.emit));
+        throw ConfigError(
+            fmt::format("--emit {} with --format json needs --emit-out FILE: stdout holds the JSON", a.emit));
     const sim::Config base = make_config(o);
     const advisor::RankOptions rank_options{advisor::objective_from_string(a.objective),
                                             advisor::parse_headroom(a.headroom)};
@@ -108,16 +108,17 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
     if (a.format == "json") {
         // One document: the search, the pick and its alternatives by index, and every row as sweep writes it.
         nlohmann::ordered_json j;
-        j["advise"] = {{"model", base.model},
-                       {"hardware", cal.name},
-                       {"nodes", base.topology.nodes},
-                       {"gpus_per_node", base.topology.gpus_per_node},
-                       {"objective", a.objective},
-                       {"memory_headroom", rank_options.memory_headroom},
-                       {"global_batch", global_batch ? nlohmann::ordered_json(*global_batch) : nlohmann::ordered_json()},
-                       {"configurations", results.size()},
-                       {"fit", fitting},
-                       {"skipped", skipped}};
+        j["advise"] = {
+            {"model", base.model},
+            {"hardware", cal.name},
+            {"nodes", base.topology.nodes},
+            {"gpus_per_node", base.topology.gpus_per_node},
+            {"objective", a.objective},
+            {"memory_headroom", rank_options.memory_headroom},
+            {"global_batch", global_batch ? nlohmann::ordered_json(*global_batch) : nlohmann::ordered_json()},
+            {"configurations", results.size()},
+            {"fit", fitting},
+            {"skipped", skipped}};
         j["recommended"] = ranking.order.front();
         j["recommendation"] = best.candidate.label();
         j["alternatives"] = std::vector<std::size_t>(ranking.order.begin() + 1,

@@ -10,8 +10,8 @@
 #include "dtsim/profiler/presets.hpp"
 #include "space_options.hpp"
 
-#include <QtGlobal>
 #include <fmt/format.h>
+#include <QtGlobal>
 
 #include <memory>
 
@@ -95,9 +95,9 @@ void run_gui_command(const GuiCommandOptions& o) {
             throw ConfigError("--axis / --space sweep a configuration: give it with --model ... (as for dtsim sweep)");
         g.sweep = run_with_progress(advisor::enumerate(space_from_options(o.space), *g.config), g.calibration);
         g.sweep_has_configs = true;
-        g.sweep_title = fmt::format("{} on {} x {} GPUs ({}): {} configurations", g.config->model,
-                                    g.config->topology.nodes, g.config->topology.gpus_per_node, g.calibration.name,
-                                    g.sweep.size());
+        g.sweep_title =
+            fmt::format("{} on {} x {} GPUs ({}): {} configurations", g.config->model, g.config->topology.nodes,
+                        g.config->topology.gpus_per_node, g.calibration.name, g.sweep.size());
     } else if (!sweep_files.empty()) {
         const std::string& f = sweep_files.front();
         g.sweep = advisor::read_sweep_json(f, g.config ? &*g.config : nullptr, &g.sweep_recommended);
@@ -125,8 +125,8 @@ void run_gui_command(const GuiCommandOptions& o) {
 }  // namespace
 
 void check_gui_can_open(const std::string& screenshot) {
-    if (screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") &&
-        qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
+    if (screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") &&
+        qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
         throw ConfigError(
             "--gui: no display to open a window on (DISPLAY is not set): run it in a desktop session, under "
             "`xvfb-run -a`, or render the compare view to a file with --gui-screenshot out.png");
@@ -144,7 +144,8 @@ void show_validation_gui(std::vector<ValidationForGui> validations, const std::s
 void add_gui_command(CLI::App& app) {
     auto opts = std::make_shared<GuiCommandOptions>();
     auto* cmd = app.add_subcommand(
-        "gui", "open traces (predicted, measured, imported) and a live what-if of a configuration in a window");
+        "gui",
+        "open traces (predicted, measured, imported), a live what-if of a configuration, or a sweep, in a window");
     cmd->add_option("files", opts->files,
                     "trace files or directories (dtsim's simulate/execute --trace, torch.profiler / Kineto JSON), "
                     "or one `dtsim sweep --format json` or `dtsim advise --format json` file");

@@ -13,11 +13,16 @@ namespace {
 
 }  // namespace
 
-void check_gui_can_open(const std::string&) { no_gui(); }
-void show_validation_gui(std::vector<ValidationForGui>, const std::string&) { no_gui(); }
+void check_gui_can_open(const std::string&) {
+    no_gui();
+}
+void show_validation_gui(std::vector<ValidationForGui>, const std::string&) {
+    no_gui();
+}
 
 void add_gui_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("gui", "open traces and a live what-if in a window (needs Qt 6; not in this build)");
+    auto* cmd =
+        app.add_subcommand("gui", "open traces, a live what-if or a sweep in a window (needs Qt 6; not in this build)");
     cmd->allow_extras();
     cmd->callback([] { no_gui(); });
 }

@@ -1,11 +1,11 @@
 // `dtsim sweep`: simulate every configuration of a search space (--axis,
 // --space) and list them as a table, CSV or JSON.
 #include "commands.hpp"
-#include "dtsim/common/error.hpp"
 #include "config_options.hpp"
 #include "dtsim/advisor/mpi_sweep.hpp"
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
+#include "dtsim/common/error.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"

@@ -36,7 +36,7 @@ struct ValidateOptions {
     // Re-measure each plan's drifting figures around each run: "auto"
     // where the calibration was measured on this backend with these ranks.
     std::string refresh = "auto";
-    bool gui = false;             // open the compare view at the end
+    bool gui = false;            // open the compare view at the end
     std::string gui_screenshot;  // render it to this PNG instead
 };
 
@@ -84,10 +84,8 @@ void print_validation_table(const ValidateOptions& o, const calib::Calibration& 
         fmt::print(
             "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
             format_seconds(c.predicted_s), format_seconds(c.measured_s), percent(c.predicted_s, c.measured_s),
-            percent(c.predicted_kind_s[0], c.measured_kind_s[0]),
-            percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
-            percent(c.predicted_kind_s[2], c.measured_kind_s[2]),
-            percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
+            percent(c.predicted_kind_s[0], c.measured_kind_s[0]), percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
+            percent(c.predicted_kind_s[2], c.measured_kind_s[2]), percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
             percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
     fmt::print(
         "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "

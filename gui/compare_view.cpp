@@ -122,7 +122,9 @@ void CompareView::fit_all() {
     follow(lead, lead == predicted_ ? measured_ : predicted_, lead->t0_ns(), lead->ns_per_px());
 }
 
-QString CompareView::totals_text() const { return totals_->text(); }
+QString CompareView::totals_text() const {
+    return totals_->text();
+}
 
 void CompareView::set_measured_step(int step) {
     step_ = std::clamp(step, 0, steps_ - 1);
@@ -164,10 +166,9 @@ void CompareView::compare_step() {
                                                 return measured.spans[static_cast<std::size_t>(a.measured)].start_ns <
                                                        measured.spans[static_cast<std::size_t>(b.measured)].start_ns;
                                             });
-        measured_origin_ns_ =
-            static_cast<double>(measured.spans[static_cast<std::size_t>(first->measured)].start_ns) -
-            static_cast<double>(predicted.spans[static_cast<std::size_t>(first->predicted)].start_ns -
-                                predicted_->index()->begin_ns());
+        measured_origin_ns_ = static_cast<double>(measured.spans[static_cast<std::size_t>(first->measured)].start_ns) -
+                              static_cast<double>(predicted.spans[static_cast<std::size_t>(first->predicted)].start_ns -
+                                                  predicted_->index()->begin_ns());
     }
 
     std::vector<QRgb> p_colors(predicted.spans.size(), kUnmatched.rgba());
@@ -177,10 +178,12 @@ void CompareView::compare_step() {
         p_colors[static_cast<std::size_t>(match.predicted)] = c;
         m_colors[static_cast<std::size_t>(match.measured)] = c;
     }
-    const std::vector<std::pair<QString, QColor>> legend = {
-        {tr("measured 50 % faster"), error_color(-0.5)}, {tr("-20 %"), error_color(-0.2)},
-        {tr("as predicted"), error_color(0)},            {tr("+20 %"), error_color(0.2)},
-        {tr("50 % slower"), error_color(0.5)},           {tr("unmatched"), kUnmatched}};
+    const std::vector<std::pair<QString, QColor>> legend = {{tr("measured 50 % faster"), error_color(-0.5)},
+                                                            {tr("-20 %"), error_color(-0.2)},
+                                                            {tr("as predicted"), error_color(0)},
+                                                            {tr("+20 %"), error_color(0.2)},
+                                                            {tr("50 % slower"), error_color(0.5)},
+                                                            {tr("unmatched"), kUnmatched}};
     predicted_->set_span_colors(std::move(p_colors), legend);
     measured_->set_span_colors(std::move(m_colors), legend);
     // Tooltips say predicted against measured: a predicted span lists each measured match (one per rank).
@@ -233,14 +236,15 @@ void CompareView::compare_step() {
         summary_->item(row, 4)->setForeground(QColor(0x20, 0x20, 0x20));
         ++row;
     }
-    totals_->setText(tr("Measured step %7 of %8: %1 spans matched by rank, track, name and order; %2 predicted "
-                        "and %3 measured unmatched. Trace length: predicted %4, measured %5 (%6).")
-                         .arg(comparison_.matches.size())
-                         .arg(comparison_.unmatched_predicted)
-                         .arg(comparison_.unmatched_measured)
-                         .arg(format_duration(p_len), format_duration(m_len), percent(p_len > 0 ? m_len / p_len - 1 : 0))
-                         .arg(step_ + 1)
-                         .arg(steps_));
+    totals_->setText(
+        tr("Measured step %7 of %8: %1 spans matched by rank, track, name and order; %2 predicted "
+           "and %3 measured unmatched. Trace length: predicted %4, measured %5 (%6).")
+            .arg(comparison_.matches.size())
+            .arg(comparison_.unmatched_predicted)
+            .arg(comparison_.unmatched_measured)
+            .arg(format_duration(p_len), format_duration(m_len), percent(p_len > 0 ? m_len / p_len - 1 : 0))
+            .arg(step_ + 1)
+            .arg(steps_));
 }
 
 }  // namespace dtsim::gui

@@ -127,8 +127,8 @@ MainWindow::MainWindow(const GuiOptions& options, QWidget* parent) : QMainWindow
 }
 
 bool MainWindow::show_view(const QString& view) {
-    QWidget* tab = view == QStringLiteral("timeline") ? static_cast<QWidget*>(timeline_)
-                   : view == QStringLiteral("whatif") ? static_cast<QWidget*>(what_if_)
+    QWidget* tab = view == QStringLiteral("timeline")  ? static_cast<QWidget*>(timeline_)
+                   : view == QStringLiteral("whatif")  ? static_cast<QWidget*>(what_if_)
                    : view == QStringLiteral("compare") ? static_cast<QWidget*>(compare_)
                    : view == QStringLiteral("sweep")   ? static_cast<QWidget*>(sweep_)
                                                        : nullptr;
@@ -142,9 +142,9 @@ void MainWindow::build_menus() {
     QAction* open = file->addAction(tr("&Open trace..."));
     open->setShortcut(QKeySequence::Open);
     connect(open, &QAction::triggered, this, [this] {
-        const QStringList paths = QFileDialog::getOpenFileNames(
-            this, tr("Open traces or a sweep"), {},
-            tr("Traces and sweeps (*.json *.json.gz *.pt.trace.json);;All files (*)"));
+        const QStringList paths =
+            QFileDialog::getOpenFileNames(this, tr("Open traces or a sweep"), {},
+                                          tr("Traces and sweeps (*.json *.json.gz *.pt.trace.json);;All files (*)"));
         if (!paths.isEmpty()) open_files(paths);
     });
     recent_ = file->addMenu(tr("Open &recent"));

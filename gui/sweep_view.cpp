@@ -33,7 +33,9 @@ const QColor kFront(0xff, 0x7f, 0x0e);  // Tableau orange
 const QColor kPoint(0x1f, 0x77, 0xb4);  // Tableau blue
 const QColor kOver(0xd6, 0x45, 0x41);   // the usable-memory line
 
-double gib_of(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(1 << 30); }
+double gib_of(std::int64_t bytes) {
+    return static_cast<double>(bytes) / static_cast<double>(1 << 30);
+}
 
 // 1, 2 or 5 times a power of ten: about `ticks` steps over [0, max].
 double nice_step(double max, int ticks) {
@@ -192,8 +194,8 @@ void SweepScatter::paintEvent(QPaintEvent*) {
     if (!results_) return;
 
     // The usable memory of the first simulated row (one hardware per sweep).
-    const auto usable = std::find_if(results_->begin(), results_->end(),
-                                     [](const advisor::SweepResult& r) { return r.simulated; });
+    const auto usable =
+        std::find_if(results_->begin(), results_->end(), [](const advisor::SweepResult& r) { return r.simulated; });
     if (usable != results_->end() && usable->usable_memory_bytes > 0) {
         const double px = p.left() + gib_of(usable->usable_memory_bytes) / max_gib_ * p.width();
         painter.setPen(QPen(kOver, 1.5, Qt::DashLine));
@@ -390,7 +392,9 @@ void SweepView::select_row(std::size_t row) {
         }
 }
 
-QString SweepView::selection_text() const { return selection_->text(); }
+QString SweepView::selection_text() const {
+    return selection_->text();
+}
 
 void SweepView::show_row(std::size_t row) {
     scatter_->set_selected(row);
@@ -403,11 +407,11 @@ void SweepView::show_row(std::size_t row) {
         timeline_->set_title({});
         return;
     }
-    QString text = tr("%1: step %2, %3 samples/s, MFU %4 %, peak %5 per GPU%6")
-                       .arg(label, format_duration(r.step_time_s * 1e9), QString::number(r.samples_per_s, 'f', 1))
-                       .arg(r.mfu * 100, 0, 'f', 1)
-                       .arg(format_bytes(static_cast<double>(r.peak_memory_bytes)),
-                            r.fits ? QString() : tr(" (does not fit)"));
+    QString text =
+        tr("%1: step %2, %3 samples/s, MFU %4 %, peak %5 per GPU%6")
+            .arg(label, format_duration(r.step_time_s * 1e9), QString::number(r.samples_per_s, 'f', 1))
+            .arg(r.mfu * 100, 0, 'f', 1)
+            .arg(format_bytes(static_cast<double>(r.peak_memory_bytes)), r.fits ? QString() : tr(" (does not fit)"));
     if (!has_configs_) {
         selection_->setText(text + tr(". To see its timeline, open the file with the options the sweep was run "
                                       "with: dtsim gui sweep.json --model ... --nodes ..."));

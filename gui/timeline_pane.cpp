@@ -100,7 +100,9 @@ void TimelinePane::show_match_position() {
         matches_->setText(tr("%1 of %2").arg(view_->match_position()).arg(view_->match_count()));
 }
 
-QString TimelinePane::match_text() const { return matches_->text(); }
+QString TimelinePane::match_text() const {
+    return matches_->text();
+}
 
 QString TimelinePane::details_text() const { return details_->toPlainText(); }
 

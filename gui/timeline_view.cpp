@@ -194,7 +194,8 @@ bool TimelineView::step_match(int direction) {
     const double width = plot_width_px();
     double ns_per_px = ns_per_px_;
     // A match under 2 pixels is zoomed to a tenth of the view; one wider than the view is fitted.
-    if (static_cast<double>(s.dur_ns) < 2 * ns_per_px) ns_per_px = std::max(1.0, static_cast<double>(s.dur_ns) * 10 / width);
+    if (static_cast<double>(s.dur_ns) < 2 * ns_per_px)
+        ns_per_px = std::max(1.0, static_cast<double>(s.dur_ns) * 10 / width);
     if (static_cast<double>(s.dur_ns) > width * ns_per_px) ns_per_px = static_cast<double>(s.dur_ns) * 1.1 / width;
     set_window(static_cast<double>(s.start_ns) + static_cast<double>(s.dur_ns) / 2 - width / 2 * ns_per_px, ns_per_px);
     selected_ = -1;  // so that the selection signal fires even when it was selected before
@@ -354,14 +355,16 @@ QString TimelineView::peak_breakdown_text(std::int32_t rank, std::size_t most, c
     std::stable_sort(parts.begin(), parts.end(), [](const auto* a, const auto* b) { return a->bytes > b->bytes; });
     QStringList items;
     for (std::size_t i = 0; i < parts.size() && i < most; ++i)
-        items << QStringLiteral("%1 %2").arg(QString::fromStdString(parts[i]->category).replace(QLatin1Char('_'),
-                                                                                                 QLatin1Char(' ')),
-                                             format_bytes(parts[i]->bytes));
+        items << QStringLiteral("%1 %2").arg(
+            QString::fromStdString(parts[i]->category).replace(QLatin1Char('_'), QLatin1Char(' ')),
+            format_bytes(parts[i]->bytes));
     if (parts.size() > most) items << tr("%1 more").arg(parts.size() - most);
     return (separator.startsWith(QLatin1Char('\n')) ? separator : QStringLiteral(": ")) + items.join(separator);
 }
 
-void TimelineView::set_tooltip_note(std::function<QString(std::int32_t)> note) { tooltip_note_ = std::move(note); }
+void TimelineView::set_tooltip_note(std::function<QString(std::int32_t)> note) {
+    tooltip_note_ = std::move(note);
+}
 
 std::vector<std::int32_t> TimelineView::dependencies_of(std::int32_t span) const {
     std::vector<std::int32_t> out;

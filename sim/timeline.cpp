@@ -40,7 +40,8 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
     for (int c = 0; c < kMemCategories; ++c) {
         const auto category = static_cast<MemCategory>(c);
         const std::int64_t bytes = r.schedule.peak_breakdown[static_cast<std::size_t>(c)];
-        if (!is_host(category) && bytes > 0) tl.device_memory_peak.emplace_back(std::string(to_string(category)), bytes);
+        if (!is_host(category) && bytes > 0)
+            tl.device_memory_peak.emplace_back(std::string(to_string(category)), bytes);
     }
     if (r.schedule.peak_host_bytes > 0)
         for (const auto& s : r.schedule.memory) tl.host_memory_bytes.push_back({0, s.time_ns, s.host_bytes});

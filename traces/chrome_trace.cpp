@@ -98,8 +98,10 @@ std::string chrome_trace_json(const sim::Timeline& tl) {
             out += fmt::format(R"(,{{"ph":"s","name":"dep","cat":"dep","id":{},"pid":{},"tid":{},"ts":)", flow_id,
                                from.rank, from.stream + 1);
             append_us(out, from.start_ns);
-            out += fmt::format("}}\n,{{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":{},\"pid\":{},\"tid\":{},\"ts\":",
-                               flow_id, e.rank, e.stream + 1);
+            out += fmt::format(
+                "}}\n,{{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":{},\"pid\":{},\"tid\":{},"
+                "\"ts\":",
+                flow_id, e.rank, e.stream + 1);
             append_us(out, e.start_ns);
             out += "}\n";
         }

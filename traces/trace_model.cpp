@@ -262,7 +262,8 @@ TraceModel from_timeline(const sim::Timeline& tl) {
                                .args_end = static_cast<std::int32_t>(m.args.size())});
     }
     for (const auto& [category, bytes] : tl.device_memory_peak)
-        m.device_memory_peak.push_back(MemoryPart{.rank = 0, .category = category, .bytes = static_cast<double>(bytes)});
+        m.device_memory_peak.push_back(
+            MemoryPart{.rank = 0, .category = category, .bytes = static_cast<double>(bytes)});
     // The events' dependencies as flows, as the written trace has them.
     const StringId dep = m.intern("dep");
     for (std::size_t i = 0; i < tl.events.size(); ++i)

@@ -272,9 +272,9 @@ TEST_CASE("a sweep's JSON reads back with its figures, and with the base configu
     sim::Config other = base;
     other.micro_batch = 5;
     const auto one_axis = run_sweep(enumerate(parse_axes({"strategy=ddp,fsdp"}), base), h100());
-    CHECK_THROWS_WITH(parse_sweep_json(sweep_json(one_axis), "s.json", &other),
-                      Catch::Contains("s.json") && Catch::Contains("/0/micro_batch") &&
-                          Catch::Contains("--micro-batch"));
+    CHECK_THROWS_WITH(parse_sweep_json(sweep_json(one_axis), "s.json", &other), Catch::Contains("s.json") &&
+                                                                                    Catch::Contains("/0/micro_batch") &&
+                                                                                    Catch::Contains("--micro-batch"));
     // Not a sweep: the file and what was expected.
     CHECK_THROWS_WITH(parse_sweep_json("{\"traceEvents\": []}", "t.json", nullptr),
                       Catch::Contains("t.json") && Catch::Contains("array of sweep rows"));

@@ -75,8 +75,8 @@ TEST_CASE("the sweep view sorts, filters, marks the Pareto front and shows the s
     view.filter_box()->clear();
     view.fits_only()->setChecked(true);
     for (std::size_t i : view.shown_rows()) CHECK(results[i].fits);
-    CHECK(view.shown_rows().size() ==
-          static_cast<std::size_t>(std::count_if(results.begin(), results.end(), [](const auto& r) { return r.fits; })));
+    CHECK(view.shown_rows().size() == static_cast<std::size_t>(std::count_if(results.begin(), results.end(),
+                                                                             [](const auto& r) { return r.fits; })));
     view.fits_only()->setChecked(false);
 
     // The scatter: a front point is orange where it is drawn; a click on a

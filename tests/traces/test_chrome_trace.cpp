@@ -262,8 +262,8 @@ TEST_CASE("the Plan's dependencies are written as flow arrows that read back bet
     for (std::size_t i = 0; i < s.timeline.events.size(); ++i) {
         const auto deps = s.result.plan.deps_of(s.result.plan.tasks[i]);
         REQUIRE(s.timeline.events[i].deps == std::vector<std::int32_t>(deps.begin(), deps.end()));
-        for (const std::int32_t d : deps) want.insert({s.timeline.events[static_cast<std::size_t>(d)].name,
-                                                       s.timeline.events[i].name});
+        for (const std::int32_t d : deps)
+            want.insert({s.timeline.events[static_cast<std::size_t>(d)].name, s.timeline.events[i].name});
     }
     REQUIRE(want.size() > 10);
     const auto edges = [](const traces::TraceModel& m) {

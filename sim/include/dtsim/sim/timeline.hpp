@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <string>
-#include <variant>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace dtsim::sim {
