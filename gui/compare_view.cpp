@@ -127,6 +127,7 @@ QString CompareView::totals_text() const {
 }
 
 void CompareView::set_measured_step(int step) {
+    if (!predicted_->index() || !measured_->index()) return;  // nothing to compare yet
     step_ = std::clamp(step, 0, steps_ - 1);
     {
         const QSignalBlocker block(step_box_);
