@@ -11,7 +11,6 @@
 #include "space_options.hpp"
 
 #include <fmt/format.h>
-#include <QtGlobal>
 
 #include <memory>
 
@@ -124,13 +123,7 @@ void run_gui_command(const GuiCommandOptions& o) {
 
 }  // namespace
 
-void check_gui_can_open(const std::string& screenshot) {
-    if (screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") &&
-        qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
-        throw ConfigError(
-            "--gui: no display to open a window on (DISPLAY is not set): run it in a desktop session, under "
-            "`xvfb-run -a`, or render the compare view to a file with --gui-screenshot out.png");
-}
+void check_gui_can_open(const std::string& screenshot) { gui::check_can_open(screenshot); }
 
 void show_validation_gui(std::vector<ValidationForGui> validations, const std::string& screenshot) {
     gui::GuiOptions g;

@@ -28,14 +28,18 @@ void quiet_offscreen_notes(QtMsgType type, const QMessageLogContext& context, co
 
 }  // namespace
 
-int run_gui(const GuiOptions& options) {
-    const bool offscreen = !options.screenshot.empty();
-    if (offscreen && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    if (!offscreen && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") &&
+void check_can_open(const std::string& screenshot) {
+    if (screenshot.empty() && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") &&
         qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY"))
         throw ConfigError(
             "no display to open a window on (DISPLAY is not set): run it in a desktop session, under `xvfb-run -a`, "
-            "or render to a file with --screenshot out.png");
+            "or render to a file with --screenshot out.png (validate: --gui-screenshot out.png)");
+}
+
+int run_gui(const GuiOptions& options) {
+    const bool offscreen = !options.screenshot.empty();
+    check_can_open(options.screenshot);
+    if (offscreen && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
     if (!options.view.empty() && options.view != "timeline" && options.view != "whatif" && options.view != "compare" &&
         options.view != "sweep")
         throw ConfigError(fmt::format("--view {}: expected timeline, whatif, compare or sweep", options.view));

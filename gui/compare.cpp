@@ -38,28 +38,26 @@ double median(std::vector<double> v) {
     return *mid;
 }
 
-// Each measured key with the predicted spans it is matched against (dtsim
-// predicts one representative rank: every measured rank is matched against it).
-template <class Visit>
-void for_each_key_pair(const TraceModel& predicted, const TraceModel& measured, Visit&& visit) {
+}  // namespace
+
+TraceMatcher::TraceMatcher(const TraceModel& predicted, const TraceModel& measured)
+    : predicted_(&predicted), measured_(&measured) {
+    // dtsim predicts one representative rank: every measured rank is matched against it.
     const auto p = spans_by_key(predicted);
-    const auto m = spans_by_key(measured);
+    auto m = spans_by_key(measured);
     const bool representative = predicted.ranks.size() == 1;
     const std::int32_t predicted_rank = representative ? predicted.ranks[0].rank : 0;
-    for (const auto& [key, m_spans] : m) {
+    for (auto& [key, m_spans] : m) {
         const auto& [rank, track, name] = key;
         const auto it = p.find({representative ? predicted_rank : rank, track, name});
-        if (it != p.end()) visit(it->second, m_spans);
+        if (it != p.end()) pairs_.emplace_back(it->second, std::move(m_spans));
     }
 }
 
-}  // namespace
-
-int measured_step_count(const TraceModel& predicted, const TraceModel& measured) {
+int TraceMatcher::measured_steps() const {
     std::map<std::size_t, std::size_t> ratios;  // whole ratio -> keys
-    for_each_key_pair(predicted, measured, [&](const auto& p_spans, const auto& m_spans) {
+    for (const auto& [p_spans, m_spans] : pairs_)
         if (!p_spans.empty()) ++ratios[m_spans.size() / p_spans.size()];
-    });
     std::size_t best = 1, keys = 0;
     for (const auto& [ratio, n] : ratios)
         if (ratio >= 1 && n > keys) {
@@ -69,11 +67,21 @@ int measured_step_count(const TraceModel& predicted, const TraceModel& measured)
     return static_cast<int>(best);
 }
 
+int measured_step_count(const TraceModel& predicted, const TraceModel& measured) {
+    return TraceMatcher(predicted, measured).measured_steps();
+}
+
 Comparison compare_traces(const TraceModel& predicted, const TraceModel& measured, int measured_step) {
+    return TraceMatcher(predicted, measured).compare(measured_step);
+}
+
+Comparison TraceMatcher::compare(int measured_step) const {
+    const TraceModel& predicted = *predicted_;
+    const TraceModel& measured = *measured_;
     Comparison c;
     std::vector<char> predicted_matched(predicted.spans.size(), 0);
     std::int32_t matched_measured = 0;
-    for_each_key_pair(predicted, measured, [&](const auto& p_spans, const auto& m_spans) {
+    for (const auto& [p_spans, m_spans] : pairs_) {
         const std::size_t offset = static_cast<std::size_t>(std::max(0, measured_step)) * p_spans.size();
         const std::size_t n = offset < m_spans.size() ? std::min(m_spans.size() - offset, p_spans.size()) : 0;
         for (std::size_t k = 0; k < n; ++k) {
@@ -85,7 +93,7 @@ Comparison compare_traces(const TraceModel& predicted, const TraceModel& measure
             predicted_matched[static_cast<std::size_t>(p_spans[k])] = 1;
         }
         matched_measured += static_cast<std::int32_t>(n);
-    });
+    }
     c.unmatched_measured = static_cast<std::int32_t>(measured.spans.size()) - matched_measured;
     c.unmatched_predicted =
         static_cast<std::int32_t>(std::count(predicted_matched.begin(), predicted_matched.end(), char{0}));

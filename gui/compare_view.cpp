@@ -142,7 +142,8 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
                              const QString& measured_name) {
     predicted_label_->setText(tr("Predicted: %1").arg(predicted_name));
     measured_label_->setText(tr("Measured: %1").arg(measured_name));
-    steps_ = measured_step_count(predicted->model(), measured->model());
+    matcher_.emplace(predicted->model(), measured->model());  // the views below keep both models alive
+    steps_ = matcher_->measured_steps();
     step_ = 0;
     step_box_->setMaximum(steps_);
     step_box_->setSuffix(tr(" of %1").arg(steps_));
@@ -158,7 +159,7 @@ void CompareView::set_traces(std::shared_ptr<const TimelineIndex> predicted,
 void CompareView::compare_step() {
     const TraceModel& predicted = predicted_->index()->model();
     const TraceModel& measured = measured_->index()->model();
-    comparison_ = compare_traces(predicted, measured, step_);
+    comparison_ = matcher_->compare(step_);
     // The step's origin: its first matched span, placed where its prediction starts.
     measured_origin_ns_ = static_cast<double>(measured_->index()->begin_ns());
     if (step_ > 0 && !comparison_.matches.empty()) {

@@ -161,9 +161,11 @@ void SweepScatter::paintEvent(QPaintEvent*) {
     const QFontMetrics fm(font());
 
     painter.setPen(text);
+    const QString title = tr("Throughput against peak memory per GPU (orange: the Pareto front; hollow red: "
+                             "does not fit)");
     painter.drawText(QRectF(p.left(), 2, p.width(), fm.height() + 6), Qt::AlignLeft | Qt::AlignVCenter,
-                     tr("Throughput against peak memory per GPU (orange: the Pareto front; hollow red: does not "
-                        "fit)"));
+                     fm.elidedText(title, Qt::ElideRight, static_cast<int>(p.width())));
+    setToolTip(title);
     // Grid, ticks and axis labels.
     const double xs = nice_step(max_gib_, 6), ys = nice_step(max_rate_, 5);
     for (double x = 0; x <= max_gib_ + 1e-9; x += xs) {
@@ -326,8 +328,9 @@ void SweepView::build_table() {
         const auto& r = results_[i];
         const bool front = std::find(pareto_.begin(), pareto_.end(), i) != pareto_.end();
         QList<QStandardItem*> items;
-        items << number_item(static_cast<double>(r.candidate.index), QString::number(r.candidate.index))
-              << text_item(QString::fromStdString(r.candidate.label()));
+        auto* label = text_item(QString::fromStdString(r.candidate.label()));
+        label->setToolTip(label->text());
+        items << number_item(static_cast<double>(r.candidate.index), QString::number(r.candidate.index)) << label;
         if (r.simulated) {
             items << number_item(r.step_time_s, format_duration(r.step_time_s * 1e9))
                   << number_item(r.samples_per_s, QString::number(r.samples_per_s, 'f', 1))
@@ -364,6 +367,8 @@ void SweepView::build_table() {
     table_->verticalHeader()->setDefaultSectionSize(QFontMetrics(font()).height() + 6);
     table_->horizontalHeader()->setStretchLastSection(true);
     table_->resizeColumnsToContents();
+    // Long labels (advise's knobs) must not push the figures out of sight; the tooltip has them whole.
+    table_->setColumnWidth(1, std::min(table_->columnWidth(1), 320));
 }
 
 std::vector<std::size_t> SweepView::shown_rows() const {

@@ -51,6 +51,18 @@ QColor text_color_on(const QColor& fill) { return fill.lightnessF() > 0.6 ? QCol
 
 }  // namespace
 
+namespace {
+
+// The spans a span waits for: the flows into it, in flow order.
+std::vector<std::int32_t> flows_into(const traces::TraceModel& m, std::int32_t span) {
+    std::vector<std::int32_t> out;
+    for (const auto& f : m.flows)
+        if (f.to_span == span && f.from_span >= 0) out.push_back(f.from_span);
+    return out;
+}
+
+}  // namespace
+
 QString span_description(const TimelineIndex& index, std::int32_t i) {
     const auto& m = index.model();
     const Span& s = span_of(index, i);
@@ -75,9 +87,7 @@ QString span_description(const TimelineIndex& index, std::int32_t i) {
         out += QStringLiteral("\n%1: %2").arg(key, value);
     }
     // What it waits for (the flows into it), drawn as arrows while it is selected.
-    std::vector<std::int32_t> deps;
-    for (const auto& f : m.flows)
-        if (f.to_span == i && f.from_span >= 0) deps.push_back(f.from_span);
+    const std::vector<std::int32_t> deps = flows_into(m, i);
     if (!deps.empty()) out += QStringLiteral("\nwaits for %1:").arg(deps.size());
     constexpr std::size_t kListed = 8;
     for (std::size_t k = 0; k < deps.size() && k < kListed; ++k) {
@@ -367,11 +377,8 @@ void TimelineView::set_tooltip_note(std::function<QString(std::int32_t)> note) {
 }
 
 std::vector<std::int32_t> TimelineView::dependencies_of(std::int32_t span) const {
-    std::vector<std::int32_t> out;
-    if (!index_ || span < 0) return out;
-    for (const auto& f : index_->model().flows)
-        if (f.to_span == span && f.from_span >= 0) out.push_back(f.from_span);
-    return out;
+    if (!index_ || span < 0) return {};
+    return flows_into(index_->model(), span);
 }
 
 void TimelineView::paint_dependencies(QPainter& p) const {

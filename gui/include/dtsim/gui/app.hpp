@@ -46,6 +46,11 @@ struct GuiOptions {
     std::vector<std::pair<std::string, std::string>> what_if_changes;
 };
 
+// Throws ConfigError where a window cannot open: no `screenshot` to render
+// to and no display (DISPLAY, WAYLAND_DISPLAY or QT_QPA_PLATFORM). run_gui
+// checks it; `validate --gui` checks it before measuring anything.
+void check_can_open(const std::string& screenshot);
+
 // Runs the application (or renders the screenshot); returns the exit code.
 // Throws dtsim::Error for what the user can fix (unreadable trace, unknown view).
 int run_gui(const GuiOptions& options);

@@ -11,6 +11,7 @@
 #include "dtsim/traces/trace_model.hpp"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace dtsim::gui {
@@ -37,6 +38,23 @@ struct Comparison {
     std::int32_t unmatched_measured = 0;
 };
 
+// The two traces' spans keyed once (rank, track, name), so that each measured
+// step is then compared without keying a large trace again. Both models must
+// outlive it.
+class TraceMatcher {
+public:
+    TraceMatcher(const traces::TraceModel& predicted, const traces::TraceModel& measured);
+    int measured_steps() const;  // as measured_step_count
+    Comparison compare(int measured_step) const;
+
+private:
+    const traces::TraceModel* predicted_;
+    const traces::TraceModel* measured_;
+    // Per key both traces have: its predicted and its measured spans, in start order.
+    std::vector<std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>>> pairs_;
+};
+
+// One-off forms of TraceMatcher's two calls.
 Comparison compare_traces(const traces::TraceModel& predicted, const traces::TraceModel& measured,
                           int measured_step = 0);
 

@@ -11,6 +11,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 class QLabel;
 class QSpinBox;
@@ -50,6 +51,7 @@ private:
     void compare_step();
     double origin_ns(const TimelineView* view) const;  // where each view's time axis starts
 
+    std::optional<TraceMatcher> matcher_;  // keyed once per pair of traces
     Comparison comparison_;
     QLabel* predicted_label_ = nullptr;
     QLabel* measured_label_ = nullptr;
