@@ -172,11 +172,14 @@ public:
     void run(std::vector<double>& loss, std::vector<double>& page_faults, int world) {
         std::vector<std::thread> threads;
         // Every stream on its own thread, compute at the lowest priority
-        // (thread_priority.hpp); this thread starts steps and gathers timings.
+        // (thread_priority.hpp), except over gloo, which runs as torch does:
+        // its compute thread at the normal priority, beside gloo's threads.
+        // This thread starts steps and gathers timings.
+        const bool lower_compute = options_.transport != runtime::CommBackend::gloo;
         for (std::size_t s = 0; s < by_stream_.size(); ++s)
             if (!by_stream_[s].empty())
-                threads.emplace_back([this, s] {
-                    if (static_cast<int>(s) == compute_stream_) profiler::lower_this_thread_priority();
+                threads.emplace_back([this, s, lower_compute] {
+                    if (lower_compute && static_cast<int>(s) == compute_stream_) profiler::lower_this_thread_priority();
                     stream_loop(static_cast<int>(s));
                 });
         try {

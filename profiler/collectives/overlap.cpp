@@ -1,5 +1,5 @@
 // Interference of communication with compute: allreduces on the calling
-// thread while a probe thread at the executor's compute priority loops GEMMs
+// thread while a probe thread at the run's compute priority loops GEMMs
 // (cpu/compute_probe.hpp); each compared with its rate alone.
 #include "../cpu/compute_probe.hpp"
 #include "collective_table.hpp"
@@ -44,7 +44,9 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy, runtime
     // decides compute's share. A quick run has fewer of them only: with smaller
     // sizes its figures came out 3-10x off a full run's.
     prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the timings
-    ComputeProbe probe(policy);
+    // Compute at the priority the run gives it: the executor lowers its
+    // compute thread; torch (whose CPU transport gloo is) does not.
+    ComputeProbe probe(policy, comm.backend() != runtime::CommBackend::gloo);
     Floats buf(static_cast<std::size_t>(8 << 20) / sizeof(float), 0.0f);
     const int comm_iters =
         std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));

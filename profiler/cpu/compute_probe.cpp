@@ -19,8 +19,11 @@ constexpr int kGemmSize = 256;
 
 }  // namespace
 
-ComputeProbe::ComputeProbe(const RepeatPolicy& policy)
-    : a_(static_cast<std::size_t>(kGemmSize) * kGemmSize, 1.0f), b_(a_.size(), 0.5f), c_(a_.size(), 0.0f) {
+ComputeProbe::ComputeProbe(const RepeatPolicy& policy, bool lowered)
+    : a_(static_cast<std::size_t>(kGemmSize) * kGemmSize, 1.0f),
+      b_(a_.size(), 0.5f),
+      c_(a_.size(), 0.0f),
+      lowered_(lowered) {
     alone_us_ = measure(policy, [&] { return gemm_us(); }).mean_us;  // the mean, as the GEMM points
 }
 
@@ -35,7 +38,7 @@ double ComputeProbe::slowdown_during(const std::function<void()>& foreground) {
     std::atomic<bool> done{false};
     std::vector<double> times;
     std::thread compute([&] {
-        lower_this_thread_priority();
+        if (lowered_) lower_this_thread_priority();
         while (!done.load(std::memory_order_acquire)) times.push_back(gemm_us());
     });
     const auto window_start = std::chrono::steady_clock::now();

@@ -1,6 +1,7 @@
 // How fast compute runs while something else runs beside it, for the overlap
 // benchmarks (collectives/overlap.cpp, cpu/host_overlap.cpp): a loop of small
-// GEMMs on a thread at the executor's compute priority (thread_priority.hpp).
+// GEMMs on a thread at the executor's compute priority (thread_priority.hpp)
+// or, for gloo, at torch's (the normal one).
 // Private to profiler/.
 #pragma once
 
@@ -15,7 +16,10 @@ namespace dtsim::profiler {
 class ComputeProbe {
 public:
     // Times one GEMM alone (on the calling thread, one BLAS thread).
-    explicit ComputeProbe(const RepeatPolicy& policy);
+    // `lowered`: the probe's thread runs at the executor's compute priority
+    // (thread_priority.hpp); false: at the normal priority, as torch's own
+    // compute thread runs beside gloo's threads.
+    explicit ComputeProbe(const RepeatPolicy& policy, bool lowered = true);
 
     // Runs `foreground` on this thread while the probe's thread loops GEMMs;
     // returns how much slower compute ran meanwhile: the window over the GEMM
@@ -30,6 +34,7 @@ private:
     OneBlasThread one_thread_;  // before the buffers: the probe's GEMMs use one thread
     Floats a_, b_, c_;
     double alone_us_ = 0;
+    bool lowered_ = true;
 };
 
 // The mean of `value` over the ranks of MPI_COMM_WORLD (same on every rank).
