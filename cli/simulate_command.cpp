@@ -11,33 +11,99 @@
 #include "dtsim/sim/strategy.hpp"
 #include "dtsim/sim/timeline.hpp"
 #include "dtsim/traces/chrome_trace.hpp"
+#include "dtsim/traces/trace_reader.hpp"
+#include "dtsim/traces/trace_workload.hpp"
 #include "summary.hpp"
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
 
 namespace dtsim::cli {
 namespace {
 
-void run_simulate(const SimulateOptions& o) {
+// `simulate --from-trace`: where the workload comes from.
+struct TraceSource {
+    std::vector<std::string> paths;
+    std::int64_t step = -1;
+    std::int32_t rank = 0;
+    double unprofiled_step_ms = 0;
+};
+
+// The workload a profile describes, every op at its measured time.
+traces::TraceWorkload read_trace_workload(const TraceSource& t, std::int64_t micro_batch) {
+    const traces::TraceModel model = traces::read_traces(t.paths);
+    std::string source = t.paths.front();
+    for (std::size_t i = 0; i < model.ranks.size(); ++i)
+        if (static_cast<std::int32_t>(i) == t.rank && !model.ranks[i].source_file.empty())
+            source = model.ranks[i].source_file;
+    traces::TraceWorkload w =
+        traces::workload_from_trace(model, source,
+                                    {.rank = t.rank,
+                                     .step = t.step,
+                                     .micro_batch = micro_batch,
+                                     .unprofiled_step_ns = std::llround(t.unprofiled_step_ms * 1e6)});
+    w.workload.model = fmt::format("trace {}", std::filesystem::path(source).filename().string());
+    return w;
+}
+
+nlohmann::json trace_json(const traces::TraceWorkload& t) {
+    return {{"file", t.workload.profile},
+            {"step", t.step},
+            {"measured_step_time_s", static_cast<double>(t.step_ns) / 1e9},
+            {"measured_forward_s", static_cast<double>(t.forward_ns) / 1e9},
+            {"measured_backward_s", static_cast<double>(t.backward_ns) / 1e9},
+            {"measured_optimizer_s", static_cast<double>(t.optimizer_ns) / 1e9},
+            {"profiler_us_per_op", t.profiler_ns_per_op / 1e3},
+            {"layers", t.workload.layers.size()},
+            {"parameters", t.workload.param_count()},
+            {"notes", t.notes}};
+}
+
+void run_simulate(const SimulateOptions& o, const TraceSource& from_trace) {
     if (print_knob_help_if_asked(o)) return;
+    if (o.model.empty() && from_trace.paths.empty())
+        throw ConfigError("simulate needs --model NAME or --from-trace FILES (see `dtsim simulate --help`)");
+    std::optional<traces::TraceWorkload> traced;
+    SimulateOptions options = o;
+    if (!from_trace.paths.empty()) {
+        traced = read_trace_workload(from_trace, o.micro_batch);
+        options.model = traced->workload.model;
+    }
     std::string launch;
-    const sim::Config config = make_config(o, &launch);
-    const calib::Calibration cal = load_hardware(o);
-    auto workload = std::make_shared<const models::Workload>(sim::build_workload(config));
+    const sim::Config config = make_config(options, &launch);
+    const calib::Calibration cal = load_hardware(options);
+    auto workload = traced ? std::make_shared<const models::Workload>(traced->workload)
+                           : std::make_shared<const models::Workload>(sim::build_workload(config));
     sim::PhasedResult phased = sim::simulate_phases(workload, config, cal);
     const sim::SimResult& result = phased.headline;
     const sim::ReportExtras extras{phased.phases, phased.average_step_time_s, launch};
+    const auto report = [&] {
+        nlohmann::json j = sim::report_json(result, config, cal, extras);
+        if (traced) j["from_trace"] = trace_json(*traced);
+        return j;
+    };
     if (!result.metrics.fits) {
         // JSON consumers (sweeps, scripts) still get the report, with "fits": false.
-        if (o.format == "json") fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));
+        if (o.format == "json") fmt::print("{}\n", report().dump(2));
         throw DoesNotFitError(does_not_fit_message(result, config, cal));
     }
-    if (o.format == "json")
-        fmt::print("{}\n", sim::report_json(result, config, cal, extras).dump(2));
-    else
+    if (o.format == "json") {
+        fmt::print("{}\n", report().dump(2));
+    } else {
+        if (traced) {
+            fmt::print("From the profile {}:\n", traced->workload.profile);
+            for (const std::string& note : traced->notes) fmt::print("  - {}\n", note);
+            fmt::print(
+                "  Each op is priced at its measured time; collectives, copies and memory come from the "
+                "hardware ({}).\n\n",
+                cal.name);
+        }
         fmt::print("{}", summary_text(result, config, cal, extras));
+    }
     if (!o.trace.empty()) {
         traces::write_chrome_trace(sim::make_timeline(result, config, cal.name), o.trace);
         if (o.format == "text")
@@ -49,12 +115,34 @@ void run_simulate(const SimulateOptions& o) {
 
 void add_simulate_command(CLI::App& app) {
     auto opts = std::make_shared<SimulateOptions>();
+    auto trace = std::make_shared<TraceSource>();
     auto* cmd = app.add_subcommand("simulate", "predict step time, throughput and peak memory of one configuration");
-    add_options(*cmd, *opts, true);
+    add_options(*cmd, *opts, false);
+    auto* from = cmd->add_option("--from-trace", trace->paths,
+                                 "build the model from a torch.profiler trace of one training step on one rank, "
+                                 "without a distributed wrapper (record_shapes=True; profile_memory=True for "
+                                 "activation memory): each op is priced at its measured time, and the strategy, "
+                                 "scale and hardware options predict the rest. Replaces --model; --micro-batch then "
+                                 "says how many samples the profiled step held");
+    cmd->add_option("--trace-step", trace->step,
+                    "with --from-trace: the ProfilerStep#N to read (default: the median "
+                    "step by duration)")
+        ->needs(from);
+    cmd->add_option("--trace-rank", trace->rank,
+                    "with --from-trace: which rank's file to read, as an index (default 0)")
+        ->needs(from);
+    cmd->add_option("--unprofiled-step-ms", trace->unprofiled_step_ms,
+                    "with --from-trace: the same step's time without the profiler (e.g. from your training log); "
+                    "the profiler's own cost per recorded op is then taken off every op")
+        ->check(CLI::PositiveNumber)
+        ->needs(from);
+    from->excludes(cmd->get_option("--model"));
     cmd->footer(
-        "Example:\n  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
-        "      --strategy ddp --micro-batch 8 --seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json");
-    cmd->callback([opts] { run_simulate(*opts); });
+        "Examples:\n  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
+        "      --strategy ddp --micro-batch 8 --seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json\n"
+        "  dtsim simulate --from-trace rank0.pt.trace.json.gz --hardware gloo.json --gpus-per-node 2 \\\n"
+        "      --strategy ddp --set bucket_cap_mb=25      # a CPU profile of one rank, predicted on two");
+    cmd->callback([opts, trace] { run_simulate(*opts, *trace); });
 }
 
 void add_demo_command(CLI::App& app) {
@@ -69,7 +157,7 @@ void add_demo_command(CLI::App& app) {
                                    "simulate GPT-2 XL (bf16-mixed) with DDP on 2 nodes x 8 H100 (every option of "
                                    "`simulate` can override the defaults)");
     add_options(*cmd, *opts, false);
-    cmd->callback([opts] { run_simulate(*opts); });
+    cmd->callback([opts] { run_simulate(*opts, {}); });
 }
 
 }  // namespace dtsim::cli

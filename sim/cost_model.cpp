@@ -94,6 +94,7 @@ double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const 
 }
 
 double CostModel::op_ns(const models::Op& op) const {
+    if (op.measured_ns > 0) return static_cast<double>(op.measured_ns);  // read from a profile
     if (op.kind == models::OpKind::gemm)
         return gemm_ns(op.m, op.n, op.k, op.batch, op.dtype, op.align_elements, op.layout);
     double ns = elementwise_ns(op.bytes);
@@ -235,7 +236,8 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         bool operator==(const CollectiveKey&) const = default;
     };
     // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
-    const bool first_touch = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0;
+    // A profile's measured times already paid it.
+    const bool first_touch = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0 && workload.profile.empty();
     std::vector<CollectiveKey> collective_keys;
     std::vector<double> collective_prices;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
@@ -243,7 +245,9 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         double ns = 0;
         switch (t.kind) {
             case TaskKind::compute:
-                ns = t.layer >= 0 ? layer_ns(t) + elementwise_ns(t.bytes) : pass_ns(t.bytes, t.flops, t.launches);
+                ns = t.layer >= 0     ? layer_ns(t) + elementwise_ns(t.bytes)
+                     : t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns)  // measured in a profile
+                                      : pass_ns(t.bytes, t.flops, t.launches);
                 if (first_touch)
                     for (const MemoryDelta& d : plan.memory_of(t))
                         if (d.category == MemCategory::gradients && d.bytes > 0)

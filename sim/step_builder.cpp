@@ -3,6 +3,7 @@
 #include "dtsim/common/error.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dtsim::sim {
 
@@ -214,6 +215,11 @@ std::int32_t StepBuilder::nvme(Transfer direction, std::int64_t bytes, int strea
 
 namespace {
 
+// Whether a profile's optimizer ("sgd", "adam", "adamw") is the one configured.
+bool optimizer_matches(const std::string& measured, OptimizerKind configured) {
+    return !measured.empty() && optimizer_from_string(measured) == configured;
+}
+
 // ATen's multi_tensor_apply (MultiTensorApply.cuh), with the 32 KB kernel
 // argument that CUDA >= 12.1 builds use on sm >= 70: one launch covers up to
 // 2240 blocks of 65,536-element chunks, and up to a depth-dependent number of
@@ -257,6 +263,11 @@ std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     const std::int32_t id =
         pass(Phase::optimizer, bytes, static_cast<double>(p.elements) * (adam ? 12 : 2), deps, m, -1, launches);
     plan_.tasks.back().optimizer_impl = p.impl;
+    // A workload read from a profile prices the optimizer it measured at its
+    // measured time per element (GradScaler's pass, not in that profile, aside).
+    if (w_.measured_optimizer_ns_per_element > 0 && optimizer_matches(w_.measured_optimizer, c_.optimizer))
+        plan_.tasks.back().fixed_ns = std::max<std::int64_t>(
+            1, std::llround(static_cast<double>(p.elements) * w_.measured_optimizer_ns_per_element));
     // The temporaries live while the step runs: foreach's _foreach_sqrt result
     // over every exp_avg_sq; the for-loop's sqrt and quotient of one tensor
     // while the previous tensor's `denom` is still referenced: three of the

@@ -1,6 +1,7 @@
 #include "dtsim/traces/trace_analysis.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "kineto_args.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,10 @@
 
 namespace dtsim::traces {
 namespace {
+
+using detail::first_input_type;
+using detail::profiler_step;
+using detail::starts_with;
 
 struct Interval {
     std::int64_t begin = 0;
@@ -67,18 +72,6 @@ bool iequals(std::string_view a, std::string_view b) {
         if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
             return false;
     return true;
-}
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-std::optional<std::int64_t> profiler_step(std::string_view name) {
-    constexpr std::string_view prefix = "ProfilerStep#";
-    if (!starts_with(name, prefix)) return std::nullopt;
-    std::int64_t n = 0;
-    const char* b = name.data() + prefix.size();
-    const auto r = std::from_chars(b, name.data() + name.size(), n);
-    if (r.ec != std::errc{} || r.ptr == b) return std::nullopt;
-    return n;
 }
 
 std::int64_t parse_int(std::string_view s, std::int64_t fallback = 0) {
@@ -159,14 +152,6 @@ std::int64_t first_tensor_elements(std::string_view dims_text) {
         n *= d.get<std::int64_t>();
     }
     return n;
-}
-
-// The first element of Kineto's "Input type" list: ["float"] -> float.
-std::string first_input_type(std::string_view text) {
-    if (text.empty()) return {};
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_array() || j.empty() || !j[0].is_string()) return {};
-    return j[0].get<std::string>();
 }
 
 struct Window {

@@ -1,5 +1,7 @@
 #include "dtsim/traces/trace_model.hpp"
 
+#include "kineto_args.hpp"
+
 #include "dtsim/common/error.hpp"
 #include "dtsim/sim/timeline.hpp"
 #include "dtsim/traces/trace_reader.hpp"
@@ -24,7 +26,7 @@ bool iequals(std::string_view a, std::string_view b) {
     return true;
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+using detail::starts_with;
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // HTA's communication-kernel pattern, (^nccl.*)|(^hccl)|(.*ncclKernel.*), plus

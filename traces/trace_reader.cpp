@@ -148,6 +148,7 @@ private:
     const KeyInfo& key_info(const std::string& key);
     const KeyInfo& key_info_slow(const std::string& key);
     void keep_args(std::int32_t& begin, std::int32_t& end);
+    void add_memory_counter(const std::string& pid);
 
     // ---- resolution ----
     void match_begin_end(std::vector<PendingBeginEnd>& pending);
@@ -518,8 +519,9 @@ void Reader::read_args(JsonCursor& c, int depth) {
         const bool wanted = info.keep || is(key_, "name") || is(key_, "sort_index");
         const int t = c.peek();
         const bool number = t == '-' || (t >= '0' && t <= '9');
-        // Numbers are counter values in a 'C' event (or one whose ph comes later).
-        const bool maybe_counter = number && (ph_.empty() || ph_ == "C");
+        // Numbers are counter values in a 'C' event (or one whose ph comes
+        // later), and in Kineto's [memory] instants.
+        const bool maybe_counter = number && (ph_.empty() || ph_ == "C" || ph_ == "i" || ph_ == "I");
         if (!wanted && !maybe_counter) {
             // Not kept on a span and not a counter value: skipped unread.
             c.skip_value(depth);
@@ -601,6 +603,33 @@ void Reader::keep_args(std::int32_t& begin, std::int32_t& end) {
     end = static_cast<std::int32_t>(m_.args.size());
 }
 
+// A Kineto `[memory]` instant (profile_memory=True): one sample of its
+// device's "Total Allocated", as the counter "[memory] CPU" or "[memory] GPU <id>"
+// (Kineto's Device Type: 0 CPU, 1 CUDA).
+void Reader::add_memory_counter(const std::string& pid) {
+    double total = -1, type = 0, id = 0;
+    for (std::size_t i = 0; i < arg_count_; ++i) {
+        const ArgScratch& a = args_[i];
+        if (!a.is_number) continue;
+        double* out = a.key == "Total Allocated" ? &total
+                      : a.key == "Device Type"   ? &type
+                      : a.key == "Device Id"     ? &id
+                                                 : nullptr;
+        if (out != nullptr) std::from_chars(a.value.data(), a.value.data() + a.value.size(), *out);
+    }
+    if (total < 0) {  // not Kineto's shape: keep it as the instant it is
+        m_.instants.push_back(Instant{.track = track_of(pid, has_tid_ ? tid_ : std::string()),
+                                      .name = m_.intern(name_),
+                                      .category = has_cat_ ? m_.intern(cat_) : kNoString,
+                                      .time_ns = ts_ns_});
+        return;
+    }
+    const std::string series = type == 0 ? std::string("[memory] CPU") : fmt::format("[memory] GPU {}", id);
+    // rank holds the process index until finish_file.
+    m_.counters.push_back(
+        Counter{.rank = process_of(pid), .name = m_.intern(series), .time_ns = ts_ns_, .value = total});
+}
+
 void Reader::finish_event(JsonCursor& c) {
     ++m_.stats.events;
     const auto fail_here = [&](const std::string& message) {
@@ -654,6 +683,10 @@ void Reader::finish_event(JsonCursor& c) {
         case 'i':
         case 'I': {
             need_ts();
+            if (name_ == "[memory]") {  // Kineto's profile_memory events: kept as a counter per device
+                add_memory_counter(pid);
+                return;
+            }
             m_.instants.push_back(Instant{.track = track_of(pid, tid),
                                           .name = m_.intern(has_name_ ? std::string_view(name_) : std::string_view()),
                                           .category = has_cat_ ? m_.intern(cat_) : kNoString,

@@ -83,3 +83,51 @@ TEST_CASE("dtsim import: help with an example, and a malformed trace is one line
     const ImportRun none = run_import("import", scratch);
     CHECK(none.exit_code != 0);
 }
+
+TEST_CASE("dtsim simulate --from-trace: a real torch profile predicted on two ranks, and its errors") {
+    TempDir scratch;
+    const std::string trace = "tests/data/torch/transformer_1rank/rank0.pt.trace.json.gz";
+    const ImportRun one = run_import(
+        "simulate --from-trace " + trace + " --gpus-per-node 1 --optimizer sgd --micro-batch 8 --format json", scratch);
+    REQUIRE(one.exit_code == 0);
+    const auto j1 = nlohmann::json::parse(one.out);
+    const auto& from = j1.at("from_trace");
+    CHECK(from.at("parameters").get<std::int64_t>() == 1'579'520);  // tests/data/torch/README.md
+    CHECK(from.at("step").get<std::int64_t>() >= 2);
+    CHECK(j1.at("model").get<std::string>() == "trace rank0.pt.trace.json.gz");
+    // One rank replays the profile: at least its measured step.
+    CHECK(j1.at("step_time_s").get<double>() >= from.at("measured_step_time_s").get<double>() * 0.999);
+
+    // Two ranks add DDP's allreduces; the text names the profile and what was read.
+    const ImportRun two = run_import("simulate --from-trace " + trace +
+                                         " --gpus-per-node 2 --optimizer sgd "
+                                         "--micro-batch 8 --set bucket_cap_mb=1",
+                                     scratch);
+    REQUIRE(two.exit_code == 0);
+    CHECK_THAT(two.out, Catch::Contains("From the profile " + trace) && Catch::Contains("24 parameter tensors") &&
+                            Catch::Contains("allreduce"));
+
+    // The profiler's cost taken off: a shorter unprofiled step gives a shorter prediction.
+    const ImportRun faster = run_import("simulate --from-trace " + trace +
+                                            " --gpus-per-node 1 --optimizer sgd --micro-batch 8 --format json "
+                                            "--unprofiled-step-ms 200",
+                                        scratch);
+    REQUIRE(faster.exit_code == 0);
+    const auto jf = nlohmann::json::parse(faster.out);
+    CHECK(jf.at("from_trace").at("profiler_us_per_op").get<double>() > 0);
+    CHECK(jf.at("step_time_s").get<double>() < j1.at("step_time_s").get<double>() * 0.8);
+
+    // --model and --from-trace exclude each other; neither is an error; a GPU trace is refused.
+    const ImportRun both = run_import("simulate --model gpt2 --from-trace " + trace, scratch);
+    CHECK(both.exit_code != 0);
+    CHECK_THAT(both.err, Catch::Contains("--from-trace") && Catch::Contains("--model"));
+    const ImportRun neither = run_import("simulate --gpus-per-node 2", scratch);
+    CHECK(neither.exit_code == 2);
+    CHECK_THAT(neither.err, Catch::Contains("--model NAME or --from-trace"));
+    const ImportRun gpu = run_import("simulate --from-trace tests/data/torch/h100_llama2_2blocks", scratch);
+    CHECK(gpu.exit_code == 2);
+    CHECK_THAT(gpu.err, Catch::Contains("GPU trace"));
+    const ImportRun missing = run_import("simulate --from-trace no/such/trace.json", scratch);
+    CHECK(missing.exit_code != 0);
+    CHECK_THAT(missing.err, Catch::Contains("no/such/trace.json"));
+}

@@ -57,6 +57,10 @@ struct Op {
     // (bench/results/cuda.md §6). The token dimension never is one. A
     // backward GEMM keeps its forward's.
     std::int32_t align_elements = 8;
+    // An op read from a profile (`simulate --from-trace`): the time it took
+    // there, the gap to the next op included, priced instead of the
+    // calibration's curves. 0: priced by the cost model.
+    std::int64_t measured_ns = 0;
 };
 
 
@@ -96,6 +100,16 @@ struct Workload {
     DType activation_dtype = DType::fp32;
     AttentionImpl attention = AttentionImpl::flash;  // what the attention cores model (no meaning for MLPs)
     std::vector<Layer> layers;                       // forward order
+    // The profile a workload was read from (`simulate --from-trace`); empty
+    // for a built model. Its measured times already include what the host
+    // paid there, such as first-touch page faults of fresh gradients.
+    std::string profile;
+    // A workload read from a profile: the optimizer step it measured there
+    // ("sgd", "adam", "adamw"; empty: none) and its time per parameter
+    // element, which prices that optimizer's step on any shard of the
+    // parameters. 0: priced by the cost model.
+    std::string measured_optimizer;
+    double measured_optimizer_ns_per_element = 0;
 
     std::int64_t param_count() const;
     std::int64_t buffer_bytes() const;

@@ -1,0 +1,168 @@
+// workload_from_trace on a real torch.profiler trace (tests/data/torch/
+// transformer_1rank: nn.TransformerEncoder, 2 layers, d_model 256, no DDP,
+// record_shapes and profile_memory on), with every expected figure computed
+// here from the model's definition or from the trace's own spans, and on
+// hand-written traces for the errors.
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/simulate.hpp"
+#include "dtsim/traces/trace_reader.hpp"
+#include "dtsim/traces/trace_workload.hpp"
+
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <string>
+
+using namespace dtsim;
+using namespace dtsim::traces;
+
+namespace {
+
+std::string torch_trace(const std::string& c) {
+    return std::string(DTSIM_SOURCE_DIR) + "/tests/data/torch/" + c + "/";
+}
+
+// The transformer's parameters as nn.TransformerEncoderLayer(d, heads, ff)
+// defines them: in_proj (3d x d + 3d), out_proj (d x d + d), linear1
+// (ff x d + ff), linear2 (d x ff + d), norm1 and norm2 (d + d each).
+std::int64_t encoder_layer_params(std::int64_t d, std::int64_t ff) {
+    return 3 * d * d + 3 * d + d * d + d + ff * d + ff + d * ff + d + 4 * d;
+}
+
+std::string write(const test::TempDir& dir, const std::string& name, const std::string& text) {
+    const std::string path = dir.file(name);
+    std::ofstream(path) << text;
+    return path;
+}
+
+}  // namespace
+
+TEST_CASE("from a real one-rank torch trace: parameters, layers, ops and times") {
+    const std::string file = torch_trace("transformer_1rank");
+    const TraceModel m = read_trace(file);
+    const TraceWorkload t = workload_from_trace(m, file);
+    const models::Workload& w = t.workload;
+
+    // Every parameter, exactly as the model defines them.
+    CHECK(w.param_count() == 2 * encoder_layer_params(256, 1024));
+    std::size_t tensors = 0;
+    for (const auto& l : w.layers) tensors += l.params.size();
+    CHECK(tensors == 2 * 12);
+    // First use: in_proj's weight then bias, then out_proj's.
+    REQUIRE(w.layers.size() >= 2);
+    REQUIRE(w.layers[0].params.size() == 2);
+    CHECK(w.layers[0].params[0].shape == std::vector<std::int64_t>{768, 256});
+    CHECK(w.layers[0].params[1].shape == std::vector<std::int64_t>{768});
+    CHECK(w.layers[1].params[0].shape == std::vector<std::int64_t>{256, 256});
+    // A layer per parameterised op: in_proj, out_proj, norm1, linear1, linear2, norm2, twice.
+    CHECK(w.layers.size() == 12);
+    int linears = 0;
+    for (const auto& l : w.layers)
+        for (const auto& op : l.forward) linears += op.name == "aten::linear";
+    CHECK(linears == 8);
+    for (int i = 0; i < 8; ++i) CHECK(w.layers[static_cast<std::size_t>(i)].params[0].index >= 0);
+
+    // The median of the profiled steps by duration, from the spans themselves.
+    std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // (dur, N)
+    for (const Span& s : m.spans) {
+        const std::string_view n = m.str(s.name);
+        if (n.rfind("ProfilerStep#", 0) == 0) steps.emplace_back(s.dur_ns, std::stoll(std::string(n.substr(13))));
+    }
+    REQUIRE(steps.size() == 3);
+    std::sort(steps.begin(), steps.end());
+    CHECK(t.step == steps[1].second);
+    CHECK(t.step_ns == steps[1].first);
+
+    // The ops' measured times and the optimizer's add up to the step.
+    std::int64_t forward = 0, backward = 0;
+    for (const auto& l : w.layers) {
+        for (const auto& op : l.forward) forward += op.measured_ns;
+        for (const auto& op : l.backward) backward += op.measured_ns;
+    }
+    CHECK(forward == t.forward_ns);
+    CHECK(backward == t.backward_ns);
+    CHECK(t.forward_ns + t.backward_ns + t.optimizer_ns == t.step_ns);
+    CHECK(t.optimizer_ns > 0);
+    CHECK(w.measured_optimizer == "sgd");
+    CHECK(w.measured_optimizer_ns_per_element ==
+          Catch::Detail::Approx(static_cast<double>(t.optimizer_ns) / static_cast<double>(w.param_count())));
+    // Every backward node has a layer: 24 AccumulateGrad among them.
+    int accumulate = 0;
+    for (const auto& l : w.layers)
+        for (const auto& op : l.backward) accumulate += op.name == "torch::autograd::AccumulateGrad";
+    CHECK(accumulate == 24);
+    // A GEMM's flops from its Input Dims: in_proj is [64, 8, 256] x [768, 256]^T.
+    const models::Op& in_proj = *std::find_if(w.layers[0].forward.begin(), w.layers[0].forward.end(),
+                                              [](const models::Op& op) { return op.name == "aten::linear"; });
+    CHECK(in_proj.flops == 2.0 * 64 * 8 * 768 * 256);
+    // profile_memory was on: the forward leaves activations allocated.
+    std::int64_t saved = 0;
+    for (const auto& l : w.layers) saved += l.saved_activation_bytes;
+    CHECK(saved > 0);
+    CHECK(w.profile == file);
+}
+
+TEST_CASE("from a trace: a prediction on one rank replays the profile, and DDP on two adds its allreduces") {
+    const std::string file = torch_trace("transformer_1rank");
+    const TraceWorkload t = workload_from_trace(read_trace(file), file);
+    auto w = std::make_shared<const models::Workload>(t.workload);
+    // Any hardware: the ops are measured; the collectives are the preset's.
+    const calib::Calibration cal = calib::load_hardware("h100-sxm");
+    sim::Config c;
+    c.model = "trace";
+    c.strategy = "ddp";
+    c.topology.nodes = 1;
+    c.topology.gpus_per_node = 1;
+    c.micro_batch = 8;
+    c.optimizer = sim::OptimizerKind::sgd;
+    const sim::SimResult one = sim::simulate(w, c, cal);
+    // At least the measured step (DDP's reducer adds its copies), and not far above it.
+    CHECK(one.metrics.step_time_s >= static_cast<double>(t.step_ns) / 1e9 * 0.999);
+    CHECK(one.metrics.step_time_s <= static_cast<double>(t.step_ns) / 1e9 * 1.25);
+    c.topology.gpus_per_node = 2;
+    const sim::SimResult two = sim::simulate(w, c, cal);
+    CHECK(two.metrics.step_time_s > one.metrics.step_time_s);
+    // The same buckets torch built for this model (tests/data/torch/README.md, ddp_transformer):
+    // 262,912 and 1,316,608 elements.
+    std::vector<std::int64_t> buckets;
+    for (const auto& b : two.plan.buckets) buckets.push_back(b.bytes / 4);
+    std::sort(buckets.begin(), buckets.end());
+    CHECK(buckets == std::vector<std::int64_t>{262'912, 1'316'608});
+}
+
+TEST_CASE("from a trace: the step asked for, and errors that name the file and what is missing") {
+    const std::string file = torch_trace("transformer_1rank");
+    const TraceModel m = read_trace(file);
+    CHECK(workload_from_trace(m, file, {.rank = 0, .step = 4, .micro_batch = 1}).step == 4);
+    CHECK_THROWS_WITH(workload_from_trace(m, file, {.rank = 0, .step = 9, .micro_batch = 1}),
+                      Catch::Contains("no ProfilerStep#9") && Catch::Contains("2, 3, 4") && Catch::Contains(file));
+    CHECK_THROWS_WITH(workload_from_trace(m, file, {.rank = 3, .step = -1, .micro_batch = 1}),
+                      Catch::Contains("rank index 3"));
+
+    const std::string gpu = torch_trace("h100_llama2_2blocks");
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(gpu), gpu), Catch::Contains("GPU trace"));
+
+    test::TempDir dir;
+    // A step with a forward op and no backward pass.
+    const std::string no_backward = write(dir, "nobwd.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50}]})");
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_backward), no_backward),
+                      Catch::Contains("nobwd.json") && Catch::Contains("no backward pass"));
+    // No step markers at all.
+    const std::string no_steps = write(dir, "nosteps.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50}]})");
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_steps), no_steps), Catch::Contains("prof.step()"));
+    // A backward pass without parameter gradients.
+    const std::string no_params = write(dir, "noparams.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+      {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1, "tid": 1,
+       "ts": 40, "dur": 20}]})");
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_params), no_params),
+                      Catch::Contains("AccumulateGrad") && Catch::Contains("trainable parameters"));
+}

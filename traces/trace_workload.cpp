@@ -1,0 +1,593 @@
+#include "dtsim/traces/trace_workload.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/format_bytes.hpp"
+#include "kineto_args.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <optional>
+
+namespace dtsim::traces {
+namespace {
+
+using detail::first_input_type;
+using detail::input_dims;
+using detail::profiler_step;
+using detail::starts_with;
+
+constexpr std::string_view kNodePrefix = "autograd::engine::evaluate_function: ";
+constexpr std::string_view kAccumulateGrad = "torch::autograd::AccumulateGrad";
+constexpr std::string_view kOptimizerStep = "Optimizer.step#";
+
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from = 0, std::size_t to = SIZE_MAX) {
+    std::int64_t n = 1;
+    for (std::size_t i = from; i < std::min(to, dims.size()); ++i) n *= dims[i];
+    return n;
+}
+
+DType dtype_of(std::string_view input_type) {
+    if (input_type == "c10::Half" || input_type == "Half") return DType::fp16;
+    if (input_type == "c10::BFloat16" || input_type == "BFloat16") return DType::bf16;
+    return DType::fp32;
+}
+
+// "aten::linear" -> "linear".
+std::string_view short_name(std::string_view name) {
+    const auto colon = name.rfind("::");
+    return colon == std::string_view::npos ? name : name.substr(colon + 2);
+}
+
+// A forward op as an Op: GEMM-like ops get their shape and flops from the
+// Input Dims (for MFU and the report); every op is priced at measured_ns.
+models::Op forward_op(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                      std::int64_t measured_ns) {
+    models::Op op;
+    op.name = std::string(name);
+    op.measured_ns = std::max<std::int64_t>(measured_ns, 1);
+    const auto dim = [&](std::size_t i) -> const std::vector<std::int64_t>& {
+        static const std::vector<std::int64_t> none;
+        return i < dims.size() ? dims[i] : none;
+    };
+    const std::string_view s = short_name(name);
+    std::int64_t m = 0, n = 0, k = 0, batch = 1;
+    if (s == "linear" && dim(0).size() >= 1 && dim(1).size() == 2) {  // x[..., k] . W[n, k]^T
+        k = dim(0).back();
+        m = product(dim(0), 0, dim(0).size() - 1);
+        n = dim(1)[0];
+    } else if ((s == "mm" || s == "addmm") && dim(s == "mm" ? 0 : 1).size() == 2 &&
+               dim(s == "mm" ? 1 : 2).size() == 2) {
+        const auto& a = dim(s == "mm" ? 0 : 1);
+        const auto& b = dim(s == "mm" ? 1 : 2);
+        m = a[0], k = a[1], n = b[1];
+    } else if ((s == "bmm" || s == "matmul") && dim(0).size() >= 2 && dim(1).size() >= 2) {
+        const auto& a = dim(0);
+        const auto& b = dim(1);
+        m = a[a.size() - 2], k = a.back(), n = b.back();
+        batch = std::max(product(a, 0, a.size() - 2), product(b, 0, b.size() - 2));
+    } else if (s == "scaled_dot_product_attention" && dim(0).size() == 4 && dim(1).size() == 4) {
+        // q [B, H, L, E], k [B, H, S, E]: QK^T and AV, 2 * 2 * L * S * E per head.
+        op.kind = models::OpKind::gemm;
+        op.flops = 4.0 * static_cast<double>(product(dim(0), 0, 3)) * static_cast<double>(dim(1)[2]) *
+                   static_cast<double>(dim(0)[3]);
+        return op;
+    }
+    if (m > 0 && n > 0 && k > 0) {
+        op.kind = models::OpKind::gemm;
+        op.m = m, op.n = n, op.k = k, op.batch = batch;
+        op.flops =
+            2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
+    }
+    return op;
+}
+
+enum class Role : std::uint8_t { forward, node, accumulate, optimizer, other };
+
+struct TopOp {
+    std::int32_t span = 0;
+    std::int32_t end = 0;  // one past its last descendant in model.spans
+    Role role = Role::other;
+    std::int64_t start_ns = 0;
+    std::int64_t measured_ns = 0;
+    std::int32_t forward = -1;  // nodes: index into the forward ops of the forward op they differentiate
+};
+
+struct Param {
+    std::int32_t owner = 0;  // forward op index
+    std::vector<std::int64_t> shape;
+    std::int32_t backward_order = 0;
+};
+
+class Reader {
+public:
+    Reader(const TraceModel& m, const std::string& source, const TraceWorkloadOptions& o)
+        : m_(m), source_(source), o_(o) {}
+
+    TraceWorkload read() {
+        find_step();
+        collect_top_ops();
+        assign_roles_and_times();
+        map_nodes_to_forward();
+        collect_params();
+        build_layers();
+        return std::move(out_);
+    }
+
+private:
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+        throw ParseError(source_, field, what);
+    }
+
+    // The rank's ProfilerStep#N spans on CPU threads; picks the asked or the median one.
+    void find_step() {
+        if (o_.rank < 0 || static_cast<std::size_t>(o_.rank) >= m_.ranks.size())
+            fail("rank",
+                 fmt::format("the trace holds {} rank(s); rank index {} is not one of them", m_.ranks.size(), o_.rank));
+        const RankInfo& rank = m_.ranks[static_cast<std::size_t>(o_.rank)];
+        if (rank.generator == "dtsim")
+            fail("", "this is a dtsim trace: --from-trace reads torch.profiler traces (dtsim's own hold no torch ops)");
+        struct Found {
+            std::int64_t n;
+            std::int32_t span;
+        };
+        std::vector<Found> steps;
+        for (std::size_t t = 0; t < m_.tracks.size(); ++t) {
+            const Track& track = m_.tracks[t];
+            if (track.rank != o_.rank) continue;
+            if (track.kind == TrackKind::gpu_stream)
+                fail("traceEvents",
+                     "this is a GPU trace: --from-trace prices each op at its CPU time, which on a GPU "
+                     "is launch time, not the kernels'. Profile the model on the CPU, or use `dtsim "
+                     "import` for this trace's figures");
+            if (track.kind != TrackKind::cpu_thread) continue;
+            for (std::int32_t i = m_.track_span_begin[t]; i < m_.track_span_begin[t + 1]; ++i)
+                if (auto n = profiler_step(m_.str(m_.spans[static_cast<std::size_t>(i)].name)))
+                    steps.push_back({*n, i});
+        }
+        if (steps.empty())
+            fail("ProfilerStep#N",
+                 "no ProfilerStep#N annotation on a CPU thread: profile with torch.profiler.profile "
+                 "and call prof.step() after each training step");
+        const Found* pick = nullptr;
+        if (o_.step >= 0) {
+            for (const Found& f : steps)
+                if (f.n == o_.step) pick = &f;
+            if (pick == nullptr) {
+                std::vector<std::int64_t> have;
+                for (const Found& f : steps) have.push_back(f.n);
+                std::sort(have.begin(), have.end());
+                fail("ProfilerStep#N",
+                     fmt::format("there is no ProfilerStep#{} (the trace has {})", o_.step, fmt::join(have, ", ")));
+            }
+        } else {
+            std::sort(steps.begin(), steps.end(), [&](const Found& a, const Found& b) {
+                const auto da = span(a.span).dur_ns, db = span(b.span).dur_ns;
+                return da != db ? da < db : a.n < b.n;
+            });
+            pick = &steps[(steps.size() - 1) / 2];
+        }
+        step_span_ = pick->span;
+        out_.step = pick->n;
+        out_.step_ns = span(step_span_).dur_ns;
+        if (steps.size() > 1 && o_.step < 0)
+            out_.notes.push_back(
+                fmt::format("ProfilerStep#{} is the median of the {} profiled steps by duration; "
+                            "--trace-step picks another",
+                            pick->n, steps.size()));
+    }
+
+    const Span& span(std::int32_t i) const { return m_.spans[static_cast<std::size_t>(i)]; }
+    std::string_view name(std::int32_t i) const { return m_.str(span(i).name); }
+
+    // Units of the step: cpu_ops not nested in another cpu_op, and the
+    // Optimizer.* annotations. Other annotations (record_function blocks,
+    // python_function frames) are looked through, so their ops count.
+    void collect_top_ops() {
+        const Span& step = span(step_span_);
+        const std::int64_t step_end = step.start_ns + step.dur_ns;
+        const auto track = static_cast<std::size_t>(step.track);
+        const std::int32_t end = m_.track_span_begin[track + 1];
+        std::int64_t covered_until = step.start_ns;
+        for (std::int32_t i = step_span_ + 1; i < end && span(i).start_ns < step_end; ++i) {
+            const Span& s = span(i);
+            if (s.start_ns < covered_until) {  // nested in the last unit
+                if (!tops_.empty()) tops_.back().end = i + 1;
+                continue;
+            }
+            const bool optimizer_annotation = starts_with(m_.str(s.name), "Optimizer.");
+            if (!optimizer_annotation && !iequals(m_.str(s.category), "cpu_op")) continue;
+            tops_.push_back(TopOp{.span = i, .end = i + 1, .role = Role::other, .start_ns = s.start_ns});
+            covered_until = s.start_ns + s.dur_ns;
+        }
+    }
+
+    void assign_roles_and_times() {
+        const Span& step = span(step_span_);
+        const std::int64_t step_end = step.start_ns + step.dur_ns;
+        std::optional<std::size_t> first_node, optimizer;
+        std::size_t forward_begin = 0;
+        for (std::size_t i = 0; i < tops_.size(); ++i) {
+            const std::string_view n = name(tops_[i].span);
+            if (starts_with(n, kNodePrefix)) {
+                tops_[i].role = n.substr(kNodePrefix.size()) == kAccumulateGrad ? Role::accumulate : Role::node;
+                if (!first_node) first_node = i;
+            } else if (first_node && !optimizer && starts_with(n, kOptimizerStep)) {
+                optimizer = i;
+                tops_[i].role = Role::optimizer;
+            } else if (!first_node && starts_with(n, "Optimizer.zero_grad#")) {
+                forward_begin = i + 1;  // what precedes the model: data, zero_grad
+            } else if (span(tops_[i].span).kind == SpanKind::communication) {
+                ++collectives_;
+            }
+        }
+        if (!first_node)
+            fail("ProfilerStep#" + std::to_string(out_.step),
+                 "the step has no backward pass (no autograd::engine::evaluate_function ops on its thread): profile "
+                 "whole training steps, loss.backward() included");
+        if (forward_begin >= *first_node)
+            fail("ProfilerStep#" + std::to_string(out_.step), "the step has no forward op before its backward pass");
+        for (std::size_t i = forward_begin; i < *first_node; ++i)
+            if (tops_[i].role == Role::other) {
+                tops_[i].role = Role::forward;
+                forward_.push_back(static_cast<std::int32_t>(i));
+            }
+        if (forward_.empty())
+            fail("ProfilerStep#" + std::to_string(out_.step), "the step has no forward op before its backward pass");
+        for (std::size_t i = *first_node; i < optimizer.value_or(tops_.size()); ++i)
+            if (tops_[i].role == Role::node || tops_[i].role == Role::accumulate)
+                nodes_.push_back(static_cast<std::int32_t>(i));
+        // Each unit runs until the next one of its phase starts (the host's
+        // gaps between ops are part of the step); what precedes the forward
+        // is charged to its first op.
+        const auto next_start = [&](std::size_t pos, const std::vector<std::int32_t>& list, std::int64_t end) {
+            return pos + 1 < list.size() ? tops_[static_cast<std::size_t>(list[pos + 1])].start_ns : end;
+        };
+        const std::int64_t backward_start = tops_[*first_node].start_ns;
+        const std::int64_t backward_end = optimizer ? tops_[*optimizer].start_ns : step_end;
+        for (std::size_t p = 0; p < forward_.size(); ++p) {
+            TopOp& t = tops_[static_cast<std::size_t>(forward_[p])];
+            t.measured_ns = next_start(p, forward_, backward_start) - t.start_ns;
+        }
+        tops_[static_cast<std::size_t>(forward_.front())].measured_ns +=
+            tops_[static_cast<std::size_t>(forward_.front())].start_ns - step.start_ns;
+        for (std::size_t p = 0; p < nodes_.size(); ++p) {
+            TopOp& t = tops_[static_cast<std::size_t>(nodes_[p])];
+            t.measured_ns = next_start(p, nodes_, backward_end) - t.start_ns;
+        }
+        out_.forward_ns = backward_start - step.start_ns;
+        out_.backward_ns = backward_end - backward_start;
+        out_.forward_ops = static_cast<std::int64_t>(forward_.size());
+        out_.backward_nodes = static_cast<std::int64_t>(nodes_.size());
+        if (optimizer) out_.optimizer_ns = step_end - backward_end;
+        if (o_.unprofiled_step_ns > 0) take_off_profiler_cost(optimizer);
+        if (optimizer) {
+            optimizer_name_ = name(tops_[*optimizer].span).substr(kOptimizerStep.size());
+            optimizer_name_ = optimizer_name_.substr(0, optimizer_name_.find('.'));
+        } else {
+            out_.notes.push_back(
+                "the step has no Optimizer.step# annotation: the time after the backward pass is "
+                "charged to it, and the optimizer is priced by the model");
+        }
+        if (collectives_ > 0)
+            out_.notes.push_back(
+                fmt::format("{} collective op(s) in the step were left out: profile the model without "
+                            "a distributed wrapper, whose work dtsim adds itself",
+                            collectives_));
+    }
+
+    // The profiler's cost per recorded op, from the step's unprofiled time,
+    // taken off the unit each op's time is charged to (the first forward op
+    // for what precedes the forward, the optimizer for its tail).
+    void take_off_profiler_cost(std::optional<std::size_t> optimizer) {
+        std::vector<std::int64_t> ops(tops_.size(), 0);
+        std::int64_t optimizer_ops = 0, total = 0;
+        std::size_t target = static_cast<std::size_t>(forward_.front());
+        for (std::size_t i = 0; i < tops_.size(); ++i) {
+            const std::int64_t n = tops_[i].end - tops_[i].span;
+            total += n;
+            if (tops_[i].role == Role::forward || tops_[i].role == Role::node || tops_[i].role == Role::accumulate)
+                target = i;
+            if (optimizer && i >= *optimizer)
+                optimizer_ops += n;
+            else
+                ops[target] += n;
+        }
+        const auto overhead = static_cast<double>(out_.step_ns - o_.unprofiled_step_ns);
+        if (overhead <= 0 || total == 0) {
+            out_.notes.push_back(
+                fmt::format("the unprofiled step ({:.1f} ms) is not shorter than the profiled one: "
+                            "no profiler cost is taken off",
+                            static_cast<double>(o_.unprofiled_step_ns) / 1e6));
+            return;
+        }
+        out_.profiler_ns_per_op = overhead / static_cast<double>(total);
+        const auto off = [&](std::int64_t& ns, std::int64_t n) {
+            ns = std::max<std::int64_t>(1, ns - std::llround(static_cast<double>(n) * out_.profiler_ns_per_op));
+        };
+        out_.forward_ns = out_.backward_ns = 0;
+        for (std::int32_t i : forward_) {
+            off(tops_[static_cast<std::size_t>(i)].measured_ns, ops[static_cast<std::size_t>(i)]);
+            out_.forward_ns += tops_[static_cast<std::size_t>(i)].measured_ns;
+        }
+        for (std::int32_t i : nodes_) {
+            off(tops_[static_cast<std::size_t>(i)].measured_ns, ops[static_cast<std::size_t>(i)]);
+            out_.backward_ns += tops_[static_cast<std::size_t>(i)].measured_ns;
+        }
+        if (optimizer) off(out_.optimizer_ns, optimizer_ops);
+        out_.notes.push_back(
+            fmt::format("the profiler's own cost, {:.2f} us per recorded op ({} ops; the step "
+                        "unprofiled takes {:.1f} ms), is taken off every op",
+                        out_.profiler_ns_per_op / 1e3, total, static_cast<double>(o_.unprofiled_step_ns) / 1e6));
+    }
+
+    // The index into forward_ of the forward unit holding time `t`, or -1.
+    std::int32_t forward_at(std::int64_t t) const {
+        auto it = std::upper_bound(forward_.begin(), forward_.end(), t, [&](std::int64_t v, std::int32_t i) {
+            return v < tops_[static_cast<std::size_t>(i)].start_ns;
+        });
+        if (it == forward_.begin()) return -1;
+        --it;
+        const Span& s = span(tops_[static_cast<std::size_t>(*it)].span);
+        return t < s.start_ns + std::max<std::int64_t>(s.dur_ns, 1) ? static_cast<std::int32_t>(it - forward_.begin())
+                                                                    : -1;
+    }
+
+    // autograd's fwdbwd flows join each op that recorded a backward node to
+    // that node; the forward unit holding the op owns the node.
+    void map_nodes_to_forward() {
+        const StringId fwdbwd = m_.find("fwdbwd");
+        std::vector<std::int64_t> node_starts;
+        for (std::int32_t i : nodes_) node_starts.push_back(tops_[static_cast<std::size_t>(i)].start_ns);
+        std::size_t mapped = 0;
+        for (const Flow& f : m_.flows) {
+            if (f.name != fwdbwd || fwdbwd == kNoString || f.from_span < 0 || f.to_span < 0) continue;
+            const Span& from = span(f.from_span);
+            const Span& to = span(f.to_span);
+            if (m_.tracks[static_cast<std::size_t>(from.track)].rank != o_.rank) continue;
+            const std::int32_t fwd = forward_at(from.start_ns);
+            if (fwd < 0) continue;
+            auto it = std::upper_bound(node_starts.begin(), node_starts.end(), to.start_ns);
+            if (it == node_starts.begin()) continue;
+            TopOp& node =
+                tops_[static_cast<std::size_t>(nodes_[static_cast<std::size_t>(it - node_starts.begin() - 1)])];
+            const Span& ns = span(node.span);
+            if (to.start_ns >= ns.start_ns + std::max<std::int64_t>(ns.dur_ns, 1) || node.forward >= 0) continue;
+            node.forward = fwd;
+            ++mapped;
+        }
+        if (mapped == 0)
+            out_.notes.push_back(
+                "the trace has no fwdbwd flows joining forward ops to their backward nodes: the "
+                "whole model is read as one layer (profile with torch 2.x)");
+    }
+
+    // Each AccumulateGrad node is one parameter; it belongs to the forward op
+    // of the node that ran before it (autograd runs AccumulateGrad as soon as
+    // its gradient is ready).
+    void collect_params() {
+        std::int32_t current = -1;
+        std::int32_t order = 0;
+        bool dtype_set = false;
+        for (std::int32_t i : nodes_) {
+            TopOp& t = tops_[static_cast<std::size_t>(i)];
+            if (t.role == Role::node) {
+                if (t.forward >= 0)
+                    current = t.forward;
+                else
+                    t.forward = current;
+                continue;
+            }
+            t.forward = current;
+            std::vector<std::int64_t> shape;
+            for (std::int32_t d = t.span + 1; d < t.end && shape.empty(); ++d) {
+                if (name(d) != kAccumulateGrad) continue;
+                const auto dims = input_dims(m_.arg(span(d), "Input Dims"));
+                if (!dims.empty()) shape = dims[0];
+                if (!dtype_set) {
+                    const std::string type = first_input_type(m_.arg(span(d), "Input type"));
+                    if (!type.empty()) out_.param_dtype = dtype_of(type), dtype_set = true;
+                }
+            }
+            if (shape.empty())
+                fail("Input Dims", fmt::format("AccumulateGrad at {} us in ProfilerStep#{} has no Input Dims: profile "
+                                               "with record_shapes=True",
+                                               static_cast<double>(t.start_ns) / 1e3, out_.step));
+            params_.push_back(Param{.owner = current, .shape = std::move(shape), .backward_order = order++});
+        }
+        if (params_.empty())
+            fail("ProfilerStep#" + std::to_string(out_.step),
+                 "the backward pass accumulates no parameter gradient (no torch::autograd::AccumulateGrad node): "
+                 "dtsim needs a model with trainable parameters");
+        const auto last = static_cast<std::int32_t>(forward_.size()) - 1;
+        for (Param& p : params_)
+            if (p.owner < 0) p.owner = last;
+        for (std::int32_t i : nodes_) {
+            TopOp& t = tops_[static_cast<std::size_t>(i)];
+            if (t.forward < 0) t.forward = last;
+        }
+    }
+
+    // The position of a parameter's shape among its owner's inputs (weight
+    // before bias, as model.parameters() lists them); unmatched ones last.
+    std::size_t input_position(const Param& p, std::vector<bool>& used) const {
+        const auto dims = input_dims(m_.arg(
+            span(tops_[static_cast<std::size_t>(forward_[static_cast<std::size_t>(p.owner)])].span), "Input Dims"));
+        for (std::size_t i = 0; i < dims.size(); ++i)
+            if (i < used.size() && !used[i] && dims[i] == p.shape) {
+                used[i] = true;
+                return i;
+            }
+        return SIZE_MAX;
+    }
+
+    void build_layers() {
+        // Parameters in first-use order: by owning forward op, then by input position.
+        std::vector<std::pair<std::size_t, std::size_t>> keys(params_.size());
+        {
+            std::vector<std::vector<bool>> used(forward_.size(), std::vector<bool>(64, false));
+            // Match in reverse backward order, the forward's order within an op.
+            std::vector<std::size_t> idx(params_.size());
+            std::iota(idx.begin(), idx.end(), 0);
+            for (auto it = idx.rbegin(); it != idx.rend(); ++it) {
+                const Param& p = params_[*it];
+                const std::size_t pos = input_position(p, used[static_cast<std::size_t>(p.owner)]);
+                keys[*it] = {pos, params_.size() - *it};
+            }
+            std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+                if (params_[a].owner != params_[b].owner) return params_[a].owner < params_[b].owner;
+                return keys[a] < keys[b];
+            });
+            std::vector<Param> sorted;
+            for (std::size_t i : idx) sorted.push_back(params_[i]);
+            params_ = std::move(sorted);
+        }
+        // A layer starts at each forward op owning parameters; ops before the first join it.
+        std::vector<std::int32_t> layer_of(forward_.size(), 0);
+        std::vector<std::int32_t> starts;
+        for (const Param& p : params_)
+            if (starts.empty() || starts.back() != p.owner) starts.push_back(p.owner);
+        for (std::size_t f = 0, l = 0; f < forward_.size(); ++f) {
+            while (l + 1 < starts.size() && static_cast<std::int32_t>(f) >= starts[l + 1]) ++l;
+            layer_of[f] = static_cast<std::int32_t>(l);
+        }
+        models::Workload& w = out_.workload;
+        w.micro_batch = o_.micro_batch;
+        w.seq_len = 1;
+        w.activation_dtype = out_.param_dtype;
+        w.profile = source_;
+        w.layers.resize(starts.size());
+        for (std::size_t l = 0; l < starts.size(); ++l)
+            w.layers[l].name = fmt::format(
+                "{}.{}", l,
+                short_name(name(tops_[static_cast<std::size_t>(forward_[static_cast<std::size_t>(starts[l])])].span)));
+        int index = 0;
+        std::vector<int> per_layer(starts.size(), 0);
+        for (const Param& p : params_) {
+            const auto l = static_cast<std::size_t>(layer_of[static_cast<std::size_t>(p.owner)]);
+            w.layers[l].params.push_back(
+                models::Parameter{.name = fmt::format("{}.param{}", w.layers[l].name, per_layer[l]++),
+                                  .shape = p.shape,
+                                  .index = index++});
+        }
+        std::vector<double> forward_flops(forward_.size(), 0);
+        for (std::size_t f = 0; f < forward_.size(); ++f) {
+            const TopOp& t = tops_[static_cast<std::size_t>(forward_[f])];
+            models::Op op = forward_op(name(t.span), input_dims(m_.arg(span(t.span), "Input Dims")), t.measured_ns);
+            forward_flops[f] = op.flops;
+            w.layers[static_cast<std::size_t>(layer_of[f])].forward.push_back(std::move(op));
+        }
+        // Backward nodes in execution order, each in its forward op's layer;
+        // a forward op's backward flops (2x its own) go on its first node.
+        for (std::int32_t i : nodes_) {
+            const TopOp& t = tops_[static_cast<std::size_t>(i)];
+            models::Op op;
+            op.name = std::string(name(t.span).substr(kNodePrefix.size()));
+            op.measured_ns = std::max<std::int64_t>(t.measured_ns, 1);
+            auto& f = forward_flops[static_cast<std::size_t>(t.forward)];
+            if (f > 0) {
+                op.kind = models::OpKind::gemm;
+                op.flops = 2 * f;
+                f = 0;
+            }
+            w.layers[static_cast<std::size_t>(layer_of[static_cast<std::size_t>(t.forward)])].backward.push_back(
+                std::move(op));
+        }
+        saved_activations(layer_of);
+        const std::int64_t params = w.param_count();
+        if (out_.optimizer_ns > 0) {
+            std::string lower;
+            for (char c : optimizer_name_)
+                lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+            if (lower == "sgd" || lower == "adam" || lower == "adamw") {
+                w.measured_optimizer = lower;
+                w.measured_optimizer_ns_per_element =
+                    static_cast<double>(out_.optimizer_ns) / static_cast<double>(params);
+            } else {
+                out_.notes.push_back(
+                    fmt::format("the profile's optimizer, {}, is not one dtsim models: the step is "
+                                "priced for --optimizer",
+                                optimizer_name_));
+            }
+        }
+        out_.notes.insert(
+            out_.notes.begin(),
+            fmt::format("read ProfilerStep#{} of rank {}: {} forward ops and {} backward nodes, {} parameter tensors "
+                        "({:.2f} M parameters, {}) in {} layers; measured step {:.1f} ms: forward {:.1f}, backward "
+                        "{:.1f}, optimizer {:.1f}{}",
+                        out_.step, m_.ranks[static_cast<std::size_t>(o_.rank)].rank, forward_.size(), nodes_.size(),
+                        params_.size(), static_cast<double>(params) / 1e6, to_string(out_.param_dtype), w.layers.size(),
+                        static_cast<double>(out_.step_ns) / 1e6, static_cast<double>(out_.forward_ns) / 1e6,
+                        static_cast<double>(out_.backward_ns) / 1e6, static_cast<double>(out_.optimizer_ns) / 1e6,
+                        out_.profiler_ns_per_op > 0 ? " once the profiler's cost is taken off" : ""));
+    }
+
+    // The bytes each layer's forward leaves allocated (Kineto's [memory]
+    // Total Allocated after its last op less before its first): what it saves
+    // for backward.
+    void saved_activations(const std::vector<std::int32_t>& layer_of) {
+        std::vector<std::pair<std::int64_t, double>> series;
+        StringId memory = kNoString;
+        for (const Counter& c : m_.counters) {
+            if (c.rank != o_.rank || !starts_with(m_.str(c.name), "[memory] ")) continue;
+            if (memory == kNoString) memory = c.name;
+            if (c.name == memory) series.emplace_back(c.time_ns, c.value);
+        }
+        if (series.empty()) {
+            out_.notes.push_back(
+                "the trace has no [memory] events (profile_memory=True): saved activations are "
+                "taken as 0, so peak memory is low");
+            return;
+        }
+        std::stable_sort(series.begin(), series.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        const auto value_at = [&](std::int64_t t) {  // allocated just before t
+            auto it = std::lower_bound(series.begin(), series.end(), t,
+                                       [](const auto& s, std::int64_t v) { return s.first < v; });
+            return it == series.begin() ? series.front().second - 0.0 : std::prev(it)->second;
+        };
+        models::Workload& w = out_.workload;
+        std::int64_t total = 0;
+        for (std::size_t l = 0; l < w.layers.size(); ++l) {
+            std::size_t first = SIZE_MAX, last = 0;
+            for (std::size_t f = 0; f < layer_of.size(); ++f)
+                if (static_cast<std::size_t>(layer_of[f]) == l) first = std::min(first, f), last = f;
+            if (first == SIZE_MAX) continue;
+            const TopOp& a = tops_[static_cast<std::size_t>(forward_[first])];
+            const TopOp& b = tops_[static_cast<std::size_t>(forward_[last])];
+            const double grown = value_at(b.start_ns + b.measured_ns) - value_at(a.start_ns);
+            w.layers[l].saved_activation_bytes = std::max<std::int64_t>(0, static_cast<std::int64_t>(grown));
+            total += w.layers[l].saved_activation_bytes;
+        }
+        out_.notes.push_back(fmt::format("saved activations from the trace's {} events: {} in all", m_.str(memory),
+                                         format_bytes(total)));
+    }
+
+    const TraceModel& m_;
+    const std::string& source_;
+    const TraceWorkloadOptions& o_;
+    TraceWorkload out_;
+    std::int32_t step_span_ = -1;
+    std::vector<TopOp> tops_;
+    std::vector<std::int32_t> forward_;  // indices into tops_
+    std::vector<std::int32_t> nodes_;    // backward nodes, AccumulateGrad included
+    std::vector<Param> params_;
+    std::string optimizer_name_;
+    std::size_t collectives_ = 0;
+};
+
+}  // namespace
+
+TraceWorkload workload_from_trace(const TraceModel& model, const std::string& source,
+                                  const TraceWorkloadOptions& options) {
+    return Reader(model, source, options).read();
+}
+
+}  // namespace dtsim::traces
