@@ -67,16 +67,35 @@ CASES = {
 BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
 
 
-def build_model(layers: int, width: int):
+def build_model(spec: tuple):
+    """("mlp", layers, width): nn.Sequential of layers x (Linear, ReLU). ("transformer", layers, d_model, heads,
+    seq): nn.TransformerEncoder (batch_first, no dropout, dim_feedforward 4 x d_model)."""
     import torch.nn as nn
 
+    if spec[0] == "transformer":
+        _, layers, d, heads, _ = spec
+        layer = nn.TransformerEncoderLayer(d_model=d, nhead=heads, dim_feedforward=4 * d, dropout=0.0,
+                                           batch_first=True)
+        return nn.TransformerEncoder(layer, num_layers=layers, enable_nested_tensor=False)
+    _, layers, width = spec
     mods = []
     for _ in range(layers):
         mods += [nn.Linear(width, width), nn.ReLU()]
     return nn.Sequential(*mods)
 
 
-def ddp_worker(rank: int, world: int, init: str, layers: int, width: int, batch: int, steps: int, kwargs: dict,
+def model_input_shape(spec: tuple, batch: int) -> tuple:
+    return (batch, spec[4], spec[2]) if spec[0] == "transformer" else (batch, spec[2])
+
+
+def train_step(model, opt, loss_fn, x, y) -> None:
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+
+
+def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps: int, kwargs: dict,
                out: str) -> None:
     import torch
     import torch.distributed as dist
@@ -93,26 +112,23 @@ def ddp_worker(rank: int, world: int, init: str, layers: int, width: int, batch:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
-        model = FSDP(build_model(layers, width), sharding_strategy=getattr(ShardingStrategy, sharding),
+        model = FSDP(build_model(spec), sharding_strategy=getattr(ShardingStrategy, sharding),
                      auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}), device_id=torch.device("cpu"))
     else:
-        model = DDP(build_model(layers, width), **kwargs)
+        model = DDP(build_model(spec), **kwargs)
     if hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.MSELoss()
-    x = torch.randn(batch, width)
-    y = torch.randn(batch, width)
+    x = torch.randn(*model_input_shape(spec, batch))
+    y = torch.randn(*model_input_shape(spec, batch))
     times = []
     for _ in range(steps):
         dist.barrier()
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        train_step(model, opt, loss_fn, x, y)
         local = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
         dist.all_reduce(local, op=dist.ReduceOp.MAX)
         times.append(local.item())
@@ -122,13 +138,15 @@ def ddp_worker(rank: int, world: int, init: str, layers: int, width: int, batch:
     dist.destroy_process_group()
 
 
-def run_torch_case(ranks: int, kwargs: dict, a) -> float:
+def run_torch_case(ranks: int, kwargs: dict, a, spec: tuple | None = None) -> float:
+    """The median step (slower rank) after a.warmup steps of a.steps, on `ranks` ranks."""
     import torch.multiprocessing as mp
 
+    spec = spec or ("mlp", a.layers, a.width)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "times.json")
-        mp.spawn(ddp_worker, args=(ranks, "file://" + os.path.join(d, "store"), a.layers, a.width, a.batch, a.steps,
-                                   kwargs, out), nprocs=ranks)
+        mp.spawn(ddp_worker, args=(ranks, "file://" + os.path.join(d, "store"), spec, a.batch, a.steps, kwargs, out),
+                 nprocs=ranks)
         with open(out) as f:
             times = json.load(f)
     return statistics.median(times[a.warmup:])
