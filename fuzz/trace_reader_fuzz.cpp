@@ -5,9 +5,12 @@
 // read twice: with 16-byte chunks, so that every token crosses a chunk
 // boundary somewhere, and with the default 1 MiB. Both must agree on
 // success or failure, and on the spans read; a ParseError is an expected
-// outcome, anything else is a bug.
+// outcome, anything else is a bug. What reads is also analysed and read as a
+// --from-trace workload (traces/trace_workload.cpp): that may refuse it with a
+// one-line ParseError, never crash.
 #include "dtsim/traces/trace_analysis.hpp"
 #include "dtsim/traces/trace_reader.hpp"
+#include "dtsim/traces/trace_workload.hpp"
 #include "fuzz_main.hpp"
 
 #include <unistd.h>
@@ -58,5 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The analysis of anything the reader accepts must not fail.
     const auto analysis = dtsim::traces::analyze_trace(big, dtsim::traces::AnalysisOptions{.step = -1, .top_k = 5});
     (void)analysis;
+    try {
+        const auto workload = dtsim::traces::workload_from_trace(big, scratch_path());
+        if (workload.workload.layers.empty() || workload.workload.param_count() <= 0) __builtin_trap();
+    } catch (const dtsim::Error& e) {
+        const std::string what = e.what();
+        if (what.empty() || what.find('\n') != std::string::npos) __builtin_trap();
+    }
     return 0;
 }

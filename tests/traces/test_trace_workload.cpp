@@ -2,7 +2,8 @@
 // transformer_1rank: nn.TransformerEncoder, 2 layers, d_model 256, no DDP,
 // record_shapes and profile_memory on), with every expected figure computed
 // here from the model's definition or from the trace's own spans, and on
-// hand-written traces for the errors.
+// hand-written traces: tests/data/traces/training_step_cpu.json, whose
+// figures are worked out by hand below, and small ones for the errors.
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/traces/trace_reader.hpp"
@@ -13,6 +14,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -40,6 +42,70 @@ std::string write(const test::TempDir& dir, const std::string& name, const std::
 }
 
 }  // namespace
+
+// training_step_cpu.json, by hand (us): ProfilerStep#1 [0, 1000); zero_grad at
+// 10; forward A linear [4,8]x[16,8]^T at 20, B relu at 130, C linear
+// [4,16]x[2,16]^T at 160, D mse_loss at 230; backward nodes at 300 (D), 320
+// (C), AccumulateGrad [2] at 370 and [2,16] at 380, 400 (B), 430 (A),
+// AccumulateGrad [16] at 520 and [16,8] at 530; Optimizer.step at 600; the
+// fwdbwd flows join each forward op to its node. [memory] CPU: 1000 at 5,
+// 1512 at 125, 1768 at 140, 1800 at 225, 1804 at 235.
+TEST_CASE("from a hand-written training step: every figure as worked out by hand") {
+    const std::string file = std::string(DTSIM_SOURCE_DIR) + "/tests/data/traces/training_step_cpu.json";
+    const TraceWorkload t = workload_from_trace(read_trace(file), file);
+    const models::Workload& w = t.workload;
+    CHECK(t.step == 1);
+    CHECK(t.step_ns == 1'000'000);
+    CHECK(t.forward_ns == 300'000);   // step start to the first node
+    CHECK(t.backward_ns == 300'000);  // 300 to the optimizer at 600
+    CHECK(t.optimizer_ns == 400'000); // 600 to the step's end
+    // Layers start at A and C, the ops owning parameters; B and D join them.
+    REQUIRE(w.layers.size() == 2);
+    const auto& l0 = w.layers[0];
+    const auto& l1 = w.layers[1];
+    REQUIRE(l0.forward.size() == 2);
+    REQUIRE(l1.forward.size() == 2);
+    // A: 20 to 130, plus the 20 before it (step start, zero_grad); B: 130 to 160;
+    // C: 160 to 230; D: 230 to the first node at 300.
+    CHECK(l0.forward[0].measured_ns == 130'000);
+    CHECK(l0.forward[1].measured_ns == 30'000);
+    CHECK(l1.forward[0].measured_ns == 70'000);
+    CHECK(l1.forward[1].measured_ns == 70'000);
+    CHECK(l0.forward[0].flops == 2.0 * 4 * 16 * 8);
+    CHECK(l1.forward[0].flops == 2.0 * 4 * 2 * 16);
+    // Weight then bias, as the ops take them.
+    REQUIRE(l0.params.size() == 2);
+    REQUIRE(l1.params.size() == 2);
+    CHECK(l0.params[0].shape == std::vector<std::int64_t>{16, 8});
+    CHECK(l0.params[1].shape == std::vector<std::int64_t>{16});
+    CHECK(l1.params[0].shape == std::vector<std::int64_t>{2, 16});
+    CHECK(l1.params[1].shape == std::vector<std::int64_t>{2});
+    CHECK(l0.params[0].index == 0);
+    CHECK(l1.params[1].index == 3);
+    CHECK(w.param_count() == 16 * 8 + 16 + 2 * 16 + 2);
+    // Backward: D's and C's nodes and C's gradients in layer 1; B's and A's in layer 0.
+    std::vector<std::int64_t> b1, b0;
+    for (const auto& op : l1.backward) b1.push_back(op.measured_ns / 1000);
+    for (const auto& op : l0.backward) b0.push_back(op.measured_ns / 1000);
+    CHECK(b1 == std::vector<std::int64_t>{20, 50, 10, 20});
+    CHECK(b0 == std::vector<std::int64_t>{30, 90, 10, 70});
+    CHECK(l1.backward[1].flops == 2 * l1.forward[0].flops);  // C's first node carries its backward flops
+    // Saved: layer 0 from A's start (1000 allocated) to B's end at 160 (1768);
+    // layer 1 from 160 (1768) to D's end at 300 (1804).
+    CHECK(l0.saved_activation_bytes == 768);
+    CHECK(l1.saved_activation_bytes == 36);
+    CHECK(w.measured_optimizer == "sgd");
+    CHECK(w.measured_optimizer_ns_per_element == Catch::Detail::Approx(400'000.0 / 178));
+
+    // The unprofiled step 900 us: 100 us over 24 recorded spans (zero_grad's
+    // one, charged to A; the forward units' 6; the nodes' 16; the optimizer's one).
+    const TraceWorkload u = workload_from_trace(read_trace(file), file, {.unprofiled_step_ns = 900'000});
+    const double per_op = 100'000.0 / 24;
+    CHECK(u.profiler_ns_per_op == Catch::Detail::Approx(per_op));
+    // A carries zero_grad's span and its own two: 130 us less 3 ops.
+    CHECK(u.workload.layers[0].forward[0].measured_ns == std::llround(130'000 - 3 * per_op));
+    CHECK(u.optimizer_ns == std::llround(400'000 - per_op));
+}
 
 TEST_CASE("from a real one-rank torch trace: parameters, layers, ops and times") {
     const std::string file = torch_trace("transformer_1rank");
