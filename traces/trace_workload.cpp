@@ -143,20 +143,16 @@ private:
         for (std::size_t t = 0; t < m_.tracks.size(); ++t) {
             const Track& track = m_.tracks[t];
             if (track.rank != o_.rank) continue;
-            if (track.kind == TrackKind::gpu_stream)
-                fail("traceEvents",
-                     "this is a GPU trace: --from-trace prices each op at its CPU time, which on a GPU "
-                     "is launch time, not the kernels'. Profile the model on the CPU, or use `dtsim "
-                     "import` for this trace's figures");
+            if (track.kind == TrackKind::gpu_stream) gpu_ = true;
             if (track.kind != TrackKind::cpu_thread) continue;
             for (std::int32_t i = m_.track_span_begin[t]; i < m_.track_span_begin[t + 1]; ++i)
                 if (auto n = profiler_step(m_.str(m_.spans[static_cast<std::size_t>(i)].name)))
                     steps.push_back({*n, i});
         }
-        if (steps.empty())
-            fail("ProfilerStep#N",
-                 "no ProfilerStep#N annotation on a CPU thread: profile with torch.profiler.profile "
-                 "and call prof.step() after each training step");
+        if (steps.empty()) {
+            whole_trace();
+            return;
+        }
         const Found* pick = nullptr;
         if (o_.step >= 0) {
             for (const Found& f : steps)
@@ -175,9 +171,12 @@ private:
             });
             pick = &steps[(steps.size() - 1) / 2];
         }
-        step_span_ = pick->span;
+        const Span& step = span(pick->span);
+        main_track_ = step.track;
+        window_begin_ = step.start_ns;
+        window_end_ = step.start_ns + step.dur_ns;
         out_.step = pick->n;
-        out_.step_ns = span(step_span_).dur_ns;
+        out_.step_ns = step.dur_ns;
         if (steps.size() > 1 && o_.step < 0)
             out_.notes.push_back(
                 fmt::format("ProfilerStep#{} is the median of the {} profiled steps by duration; "
@@ -185,34 +184,79 @@ private:
                             pick->n, steps.size()));
     }
 
+    // No ProfilerStep#N: the whole trace is one step, on the CPU thread that
+    // runs the most top-level ops outside the backward pass (not autograd's
+    // own thread, which runs the backward on GPUs).
+    void whole_trace() {
+        std::int64_t best = -1;
+        window_begin_ = INT64_MAX;
+        window_end_ = INT64_MIN;
+        for (std::size_t t = 0; t < m_.tracks.size(); ++t) {
+            if (m_.tracks[t].rank != o_.rank || m_.tracks[t].kind != TrackKind::cpu_thread) continue;
+            std::int64_t ops = 0;  // top-level cpu_ops that are not autograd nodes
+            std::int64_t covered_until = INT64_MIN;
+            for (std::int32_t i = m_.track_span_begin[t]; i < m_.track_span_begin[t + 1]; ++i) {
+                const Span& s = span(i);
+                window_begin_ = std::min(window_begin_, s.start_ns);
+                window_end_ = std::max(window_end_, s.start_ns + s.dur_ns);
+                if (s.start_ns < covered_until || !iequals(m_.str(s.category), "cpu_op")) continue;
+                covered_until = s.start_ns + s.dur_ns;
+                ops += starts_with(m_.str(s.name), kNodePrefix) ? 0 : 1;
+            }
+            if (ops > best) best = ops, main_track_ = static_cast<std::int32_t>(t);
+        }
+        if (best <= 0)
+            fail("ProfilerStep#N", "no ProfilerStep#N annotation and no cpu_op on a CPU thread: profile with "
+                                   "torch.profiler.profile and call prof.step() after each training step");
+        out_.step_ns = window_end_ - window_begin_;
+        out_.notes.push_back("the trace has no ProfilerStep#N: the whole trace is read as one step (call "
+                             "prof.step() after each step to pick one)");
+    }
+
     const Span& span(std::int32_t i) const { return m_.spans[static_cast<std::size_t>(i)]; }
+    std::string step_field() const { return out_.step >= 0 ? fmt::format("ProfilerStep#{}", out_.step) : "traceEvents"; }
     std::string_view name(std::int32_t i) const { return m_.str(span(i).name); }
 
     // Units of the step: cpu_ops not nested in another cpu_op, and the
     // Optimizer.* annotations. Other annotations (record_function blocks,
     // python_function frames) are looked through, so their ops count.
     void collect_top_ops() {
-        const Span& step = span(step_span_);
-        const std::int64_t step_end = step.start_ns + step.dur_ns;
-        const auto track = static_cast<std::size_t>(step.track);
-        const std::int32_t end = m_.track_span_begin[track + 1];
-        std::int64_t covered_until = step.start_ns;
-        for (std::int32_t i = step_span_ + 1; i < end && span(i).start_ns < step_end; ++i) {
+        add_top_ops(main_track_, false);
+        // Autograd runs backward on its own thread when the model is on a GPU.
+        for (std::size_t t = 0; t < m_.tracks.size(); ++t)
+            if (static_cast<std::int32_t>(t) != main_track_ && m_.tracks[t].rank == o_.rank &&
+                m_.tracks[t].kind == TrackKind::cpu_thread)
+                add_top_ops(static_cast<std::int32_t>(t), true);
+        std::stable_sort(tops_.begin(), tops_.end(),
+                         [](const TopOp& a, const TopOp& b) { return a.start_ns < b.start_ns; });
+    }
+
+    // The units of one thread inside the window; `nodes_only`: its autograd nodes only.
+    void add_top_ops(std::int32_t track, bool nodes_only) {
+        const auto t = static_cast<std::size_t>(track);
+        std::int64_t covered_until = INT64_MIN;
+        TopOp* last = nullptr;
+        for (std::int32_t i = m_.track_span_begin[t]; i < m_.track_span_begin[t + 1]; ++i) {
             const Span& s = span(i);
+            if (s.start_ns < window_begin_) continue;
+            if (s.start_ns >= window_end_) break;
             if (s.start_ns < covered_until) {  // nested in the last unit
-                if (!tops_.empty()) tops_.back().end = i + 1;
+                if (last != nullptr) last->end = i + 1;
                 continue;
             }
-            const bool optimizer_annotation = starts_with(m_.str(s.name), "Optimizer.");
+            const std::string_view n = m_.str(s.name);
+            if (profiler_step(n)) continue;
+            const bool optimizer_annotation = starts_with(n, "Optimizer.");
             if (!optimizer_annotation && !iequals(m_.str(s.category), "cpu_op")) continue;
-            tops_.push_back(TopOp{.span = i, .end = i + 1, .role = Role::other, .start_ns = s.start_ns});
             covered_until = s.start_ns + s.dur_ns;
+            last = nullptr;
+            if (nodes_only && !starts_with(n, kNodePrefix)) continue;
+            tops_.push_back(TopOp{.span = i, .end = i + 1, .role = Role::other, .start_ns = s.start_ns});
+            last = &tops_.back();
         }
     }
 
     void assign_roles_and_times() {
-        const Span& step = span(step_span_);
-        const std::int64_t step_end = step.start_ns + step.dur_ns;
         std::optional<std::size_t> first_node, optimizer;
         std::size_t forward_begin = 0;
         for (std::size_t i = 0; i < tops_.size(); ++i) {
@@ -230,24 +274,48 @@ private:
             }
         }
         if (!first_node)
-            fail("ProfilerStep#" + std::to_string(out_.step),
+            fail(step_field(),
                  "the step has no backward pass (no autograd::engine::evaluate_function ops on its thread): profile "
                  "whole training steps, loss.backward() included");
         if (forward_begin >= *first_node)
-            fail("ProfilerStep#" + std::to_string(out_.step), "the step has no forward op before its backward pass");
+            fail(step_field(), "the step has no forward op before its backward pass");
         for (std::size_t i = forward_begin; i < *first_node; ++i)
             if (tops_[i].role == Role::other) {
                 tops_[i].role = Role::forward;
                 forward_.push_back(static_cast<std::int32_t>(i));
             }
         if (forward_.empty())
-            fail("ProfilerStep#" + std::to_string(out_.step), "the step has no forward op before its backward pass");
+            fail(step_field(), "the step has no forward op before its backward pass");
         for (std::size_t i = *first_node; i < optimizer.value_or(tops_.size()); ++i)
             if (tops_[i].role == Role::node || tops_[i].role == Role::accumulate)
                 nodes_.push_back(static_cast<std::int32_t>(i));
-        // Each unit runs until the next one of its phase starts (the host's
-        // gaps between ops are part of the step); what precedes the forward
-        // is charged to its first op.
+        out_.forward_ops = static_cast<std::int64_t>(forward_.size());
+        out_.backward_nodes = static_cast<std::int64_t>(nodes_.size());
+        if (gpu_) {
+            gpu_times(optimizer);
+        } else {
+            cpu_times(first_node, optimizer);
+            if (o_.unprofiled_step_ns > 0) take_off_profiler_cost(optimizer);
+        }
+        if (optimizer) {
+            optimizer_name_ = name(tops_[*optimizer].span).substr(kOptimizerStep.size());
+            optimizer_name_ = optimizer_name_.substr(0, optimizer_name_.find('.'));
+        } else {
+            out_.notes.push_back(
+                "the step has no Optimizer.step# annotation: the optimizer is priced by the model");
+        }
+        if (collectives_ > 0)
+            out_.notes.push_back(
+                fmt::format("{} collective op(s) in the step were left out: profile the model without "
+                            "a distributed wrapper, whose work dtsim adds itself",
+                            collectives_));
+    }
+
+    // CPU: each unit runs until the next one of its phase starts (the host's
+    // gaps between ops are part of the step); what precedes the forward is
+    // charged to its first op, the tail after the backward to the optimizer.
+    void cpu_times(std::optional<std::size_t> first_node, std::optional<std::size_t> optimizer) {
+        const std::int64_t step_end = window_end_;
         const auto next_start = [&](std::size_t pos, const std::vector<std::int32_t>& list, std::int64_t end) {
             return pos + 1 < list.size() ? tops_[static_cast<std::size_t>(list[pos + 1])].start_ns : end;
         };
@@ -258,30 +326,69 @@ private:
             t.measured_ns = next_start(p, forward_, backward_start) - t.start_ns;
         }
         tops_[static_cast<std::size_t>(forward_.front())].measured_ns +=
-            tops_[static_cast<std::size_t>(forward_.front())].start_ns - step.start_ns;
+            tops_[static_cast<std::size_t>(forward_.front())].start_ns - window_begin_;
         for (std::size_t p = 0; p < nodes_.size(); ++p) {
             TopOp& t = tops_[static_cast<std::size_t>(nodes_[p])];
             t.measured_ns = next_start(p, nodes_, backward_end) - t.start_ns;
         }
-        out_.forward_ns = backward_start - step.start_ns;
+        out_.forward_ns = backward_start - window_begin_;
         out_.backward_ns = backward_end - backward_start;
-        out_.forward_ops = static_cast<std::int64_t>(forward_.size());
-        out_.backward_nodes = static_cast<std::int64_t>(nodes_.size());
-        if (optimizer) out_.optimizer_ns = step_end - backward_end;
-        if (o_.unprofiled_step_ns > 0) take_off_profiler_cost(optimizer);
-        if (optimizer) {
-            optimizer_name_ = name(tops_[*optimizer].span).substr(kOptimizerStep.size());
-            optimizer_name_ = optimizer_name_.substr(0, optimizer_name_.find('.'));
-        } else {
-            out_.notes.push_back(
-                "the step has no Optimizer.step# annotation: the time after the backward pass is "
-                "charged to it, and the optimizer is priced by the model");
+        if (optimizer) out_.optimizer_ns = step_end - backward_end;  // else the tail is the last node's
+    }
+
+    // GPU: a unit's time is its kernels' (launched from its CPU ops, joined by
+    // Kineto's ac2g flows): from its first kernel's start to the next unit's,
+    // the GPU's idle gaps between them included; the last unit to its last
+    // kernel's end. Collectives' kernels are left out; units without kernels
+    // (views, the host's own work) take no GPU time.
+    void gpu_times(std::optional<std::size_t> optimizer) {
+        std::vector<std::pair<std::int32_t, std::int32_t>> launches;  // (CPU launch span, kernel span)
+        for (const Flow& f : m_.flows) {
+            if (f.from_span < 0 || f.to_span < 0) continue;
+            const Span& k = span(f.to_span);
+            if (m_.tracks[static_cast<std::size_t>(k.track)].kind != TrackKind::gpu_stream ||
+                m_.tracks[static_cast<std::size_t>(k.track)].rank != o_.rank ||
+                (k.kind != SpanKind::compute && k.kind != SpanKind::memory))
+                continue;
+            launches.emplace_back(f.from_span, f.to_span);
         }
-        if (collectives_ > 0)
-            out_.notes.push_back(
-                fmt::format("{} collective op(s) in the step were left out: profile the model without "
-                            "a distributed wrapper, whose work dtsim adds itself",
-                            collectives_));
+        if (launches.empty())
+            fail("ac2g", "this GPU trace has no flows from CPU launches to kernels (Kineto's ac2g), so no op can "
+                         "be given its kernels' time");
+        std::sort(launches.begin(), launches.end());
+        struct Gpu {
+            std::int32_t unit;
+            std::int64_t first, last_end;
+        };
+        std::vector<std::int32_t> sequence = forward_;
+        sequence.insert(sequence.end(), nodes_.begin(), nodes_.end());
+        if (optimizer) sequence.push_back(static_cast<std::int32_t>(*optimizer));
+        std::vector<Gpu> timed;
+        for (std::int32_t u : sequence) {
+            const TopOp& t = tops_[static_cast<std::size_t>(u)];
+            Gpu g{u, INT64_MAX, INT64_MIN};
+            auto it = std::lower_bound(launches.begin(), launches.end(), std::make_pair(t.span, INT32_MIN));
+            for (; it != launches.end() && it->first < t.end; ++it) {
+                const Span& k = span(it->second);
+                g.first = std::min(g.first, k.start_ns);
+                g.last_end = std::max(g.last_end, k.start_ns + k.dur_ns);
+            }
+            if (g.first != INT64_MAX) timed.push_back(g);
+        }
+        if (timed.empty()) fail("ac2g", "no kernel of this step was launched from its forward or backward ops");
+        for (std::size_t i = 0; i < timed.size(); ++i) {
+            const std::int64_t until = i + 1 < timed.size() ? timed[i + 1].first : timed[i].last_end;
+            tops_[static_cast<std::size_t>(timed[i].unit)].measured_ns = std::max<std::int64_t>(0, until - timed[i].first);
+        }
+        for (std::int32_t u : forward_) out_.forward_ns += tops_[static_cast<std::size_t>(u)].measured_ns;
+        for (std::int32_t u : nodes_) out_.backward_ns += tops_[static_cast<std::size_t>(u)].measured_ns;
+        if (optimizer) out_.optimizer_ns = tops_[*optimizer].measured_ns;
+        out_.step_ns = out_.forward_ns + out_.backward_ns + out_.optimizer_ns;
+        out_.notes.push_back("a GPU trace: each op is priced at its kernels' time on the GPU, the idle gaps between "
+                             "them included; the measured step is the GPU's, from the first kernel to the last");
+        if (o_.unprofiled_step_ns > 0)
+            out_.notes.push_back("--unprofiled-step-ms is ignored for a GPU trace: the profiler slows the CPU, not "
+                                 "the kernels");
     }
 
     // The profiler's cost per recorded op, from the step's unprofiled time,
@@ -398,13 +505,13 @@ private:
                 }
             }
             if (shape.empty())
-                fail("Input Dims", fmt::format("AccumulateGrad at {} us in ProfilerStep#{} has no Input Dims: profile "
-                                               "with record_shapes=True",
-                                               static_cast<double>(t.start_ns) / 1e3, out_.step));
+                fail("Input Dims", fmt::format("AccumulateGrad at {} us ({}) has no Input Dims: profile with "
+                                               "record_shapes=True",
+                                               static_cast<double>(t.start_ns) / 1e3, step_field()));
             params_.push_back(Param{.owner = current, .shape = std::move(shape), .backward_order = order++});
         }
         if (params_.empty())
-            fail("ProfilerStep#" + std::to_string(out_.step),
+            fail(step_field(),
                  "the backward pass accumulates no parameter gradient (no torch::autograd::AccumulateGrad node): "
                  "dtsim needs a model with trainable parameters");
         const auto last = static_cast<std::int32_t>(forward_.size()) - 1;
@@ -520,10 +627,11 @@ private:
         }
         out_.notes.insert(
             out_.notes.begin(),
-            fmt::format("read ProfilerStep#{} of rank {}: {} forward ops and {} backward nodes, {} parameter tensors "
+            fmt::format("read {} of rank {}: {} forward ops and {} backward nodes, {} parameter tensors "
                         "({:.2f} M parameters, {}) in {} layers; measured step {:.1f} ms: forward {:.1f}, backward "
                         "{:.1f}, optimizer {:.1f}{}",
-                        out_.step, m_.ranks[static_cast<std::size_t>(o_.rank)].rank, forward_.size(), nodes_.size(),
+                        out_.step >= 0 ? fmt::format("ProfilerStep#{}", out_.step) : std::string("the whole trace"),
+                        m_.ranks[static_cast<std::size_t>(o_.rank)].rank, forward_.size(), nodes_.size(),
                         params_.size(), static_cast<double>(params) / 1e6, to_string(out_.param_dtype), w.layers.size(),
                         static_cast<double>(out_.step_ns) / 1e6, static_cast<double>(out_.forward_ns) / 1e6,
                         static_cast<double>(out_.backward_ns) / 1e6, static_cast<double>(out_.optimizer_ns) / 1e6,
@@ -538,7 +646,12 @@ private:
         StringId memory = kNoString;
         for (const Counter& c : m_.counters) {
             if (c.rank != o_.rank || !starts_with(m_.str(c.name), "[memory] ")) continue;
-            if (memory == kNoString) memory = c.name;
+            // The device the ops ran on: a GPU's series on a GPU trace.
+            if (memory == kNoString || (gpu_ && !starts_with(m_.str(memory), "[memory] GPU") &&
+                                        starts_with(m_.str(c.name), "[memory] GPU"))) {
+                memory = c.name;
+                series.clear();
+            }
             if (c.name == memory) series.emplace_back(c.time_ns, c.value);
         }
         if (series.empty()) {
@@ -574,7 +687,9 @@ private:
     const std::string& source_;
     const TraceWorkloadOptions& o_;
     TraceWorkload out_;
-    std::int32_t step_span_ = -1;
+    std::int32_t main_track_ = -1;
+    std::int64_t window_begin_ = 0, window_end_ = 0;  // the step (or the whole trace), in the rank's time
+    bool gpu_ = false;                                // the rank has GPU streams: ops priced by their kernels
     std::vector<TopOp> tops_;
     std::vector<std::int32_t> forward_;  // indices into tops_
     std::vector<std::int32_t> nodes_;    // backward nodes, AccumulateGrad included

@@ -117,16 +117,20 @@ TEST_CASE("dtsim simulate --from-trace: a real torch profile predicted on two ra
     CHECK(jf.at("from_trace").at("profiler_us_per_op").get<double>() > 0);
     CHECK(jf.at("step_time_s").get<double>() < j1.at("step_time_s").get<double>() * 0.8);
 
-    // --model and --from-trace exclude each other; neither is an error; a GPU trace is refused.
+    // --model and --from-trace exclude each other; neither is an error.
     const ImportRun both = run_import("simulate --model gpt2 --from-trace " + trace, scratch);
     CHECK(both.exit_code != 0);
     CHECK_THAT(both.err, Catch::Contains("--from-trace") && Catch::Contains("--model"));
     const ImportRun neither = run_import("simulate --gpus-per-node 2", scratch);
     CHECK(neither.exit_code == 2);
     CHECK_THAT(neither.err, Catch::Contains("--model NAME or --from-trace"));
-    const ImportRun gpu = run_import("simulate --from-trace tests/data/torch/h100_llama2_2blocks", scratch);
-    CHECK(gpu.exit_code == 2);
-    CHECK_THAT(gpu.err, Catch::Contains("GPU trace"));
+    // A GPU trace (a directory of one rank): ops at their kernels' time, and it says so.
+    const ImportRun gpu = run_import("simulate --from-trace tests/data/torch/h100_llama2_2blocks --precision "
+                                     "bf16-mixed --micro-batch 2 --strategy fsdp",
+                                     scratch);
+    CHECK(gpu.exit_code == 0);
+    CHECK_THAT(gpu.out, Catch::Contains("the whole trace") && Catch::Contains("a GPU trace") &&
+                            Catch::Contains("666.91 M parameters") && Catch::Contains("| fsdp |"));
     const ImportRun missing = run_import("simulate --from-trace no/such/trace.json", scratch);
     CHECK(missing.exit_code != 0);
     CHECK_THAT(missing.err, Catch::Contains("no/such/trace.json"));

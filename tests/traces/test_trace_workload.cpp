@@ -209,8 +209,6 @@ TEST_CASE("from a trace: the step asked for, and errors that name the file and w
     CHECK_THROWS_WITH(workload_from_trace(m, file, {.rank = 3, .step = -1, .micro_batch = 1}),
                       Catch::Contains("rank index 3"));
 
-    const std::string gpu = torch_trace("h100_llama2_2blocks");
-    CHECK_THROWS_WITH(workload_from_trace(read_trace(gpu), gpu), Catch::Contains("GPU trace"));
 
     test::TempDir dir;
     // A step with a forward op and no backward pass.
@@ -219,10 +217,14 @@ TEST_CASE("from a trace: the step asked for, and errors that name the file and w
       {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50}]})");
     CHECK_THROWS_WITH(workload_from_trace(read_trace(no_backward), no_backward),
                       Catch::Contains("nobwd.json") && Catch::Contains("no backward pass"));
-    // No step markers at all.
+    // No step markers: the whole trace is the step, here one without a backward pass.
     const std::string no_steps = write(dir, "nosteps.json", R"({"traceEvents": [
       {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50}]})");
-    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_steps), no_steps), Catch::Contains("prof.step()"));
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_steps), no_steps), Catch::Contains("no backward pass"));
+    // Nor any op.
+    const std::string no_ops = write(dir, "noops.json", R"({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 10, "dur": 50}]})");
+    CHECK_THROWS_WITH(workload_from_trace(read_trace(no_ops), no_ops), Catch::Contains("prof.step()"));
     // A backward pass without parameter gradients.
     const std::string no_params = write(dir, "noparams.json", R"({"traceEvents": [
       {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
@@ -231,4 +233,45 @@ TEST_CASE("from a trace: the step asked for, and errors that name the file and w
        "ts": 40, "dur": 20}]})");
     CHECK_THROWS_WITH(workload_from_trace(read_trace(no_params), no_params),
                       Catch::Contains("AccumulateGrad") && Catch::Contains("trainable parameters"));
+}
+
+TEST_CASE("from a real GPU trace: ops at their kernels' time, the backward from autograd's own thread") {
+    // tests/data/torch/README.md: two Llama-2-7B blocks (hidden 4096, MLP 11008,
+    // vocab 32000, untied lm_head) in bf16 on an H100, no ProfilerStep.
+    const std::string file = torch_trace("h100_llama2_2blocks");
+    const TraceModel m = read_trace(file);
+    const TraceWorkload t = workload_from_trace(m, file);
+    const models::Workload& w = t.workload;
+    const std::int64_t h = 4096, inter = 11008, vocab = 32000;
+    CHECK(w.param_count() == 2 * vocab * h + 2 * (4 * h * h + 3 * h * inter + 2 * h) + h);
+    CHECK(t.param_dtype == DType::bf16);
+    CHECK(t.step == -1);  // the whole trace
+    CHECK(t.backward_nodes > 0);
+    // The units' kernel times telescope from the first forward kernel to the
+    // last backward kernel's end: inside the span of all the rank's kernels.
+    std::int64_t first = INT64_MAX, last = INT64_MIN, busy = 0;
+    for (std::size_t tr = 0; tr < m.tracks.size(); ++tr) {
+        if (m.tracks[tr].kind != TrackKind::gpu_stream) continue;
+        for (std::int32_t i = m.track_span_begin[tr]; i < m.track_span_begin[tr + 1]; ++i) {
+            const Span& s = m.spans[static_cast<std::size_t>(i)];
+            if (s.kind != SpanKind::compute && s.kind != SpanKind::memory) continue;
+            first = std::min(first, s.start_ns);
+            last = std::max(last, s.start_ns + s.dur_ns);
+            busy += s.dur_ns;
+        }
+    }
+    CHECK(t.forward_ns + t.backward_ns + t.optimizer_ns == t.step_ns);
+    CHECK(t.step_ns <= last - first);
+    CHECK(t.step_ns >= busy / 2);  // the GEMMs and attention are in it (one stream, little overlap to double count)
+    CHECK(t.forward_ns > 0);
+    CHECK(t.backward_ns > t.forward_ns);  // backward: twice the GEMM work
+    // The per-op times price a prediction on the H100 preset at about the measured GPU time.
+    auto shared = std::make_shared<const models::Workload>(w);
+    sim::Config c;
+    c.model = "trace";
+    c.strategy = "ddp";
+    c.precision = sim::Precision::bf16_mixed;
+    c.micro_batch = 2;
+    const sim::SimResult one = sim::simulate(shared, c, calib::load_hardware("h100-sxm"));
+    CHECK(one.metrics.step_time_s >= static_cast<double>(t.step_ns) / 1e9);
 }

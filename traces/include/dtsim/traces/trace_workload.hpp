@@ -2,9 +2,11 @@
 // `dtsim simulate --from-trace`: every op is priced at the time it took in the
 // profile, and the simulator then predicts any strategy and scale from it.
 //
-// What is read (one rank, one ProfilerStep#N, the thread that ran it):
+// What is read (one rank, one ProfilerStep#N or, without step markers, the
+// whole trace, on the thread that ran it):
 //  - forward: the top-level ops before the first autograd node, in order;
-//  - backward: the `autograd::engine::evaluate_function: *` nodes;
+//  - backward: the `autograd::engine::evaluate_function: *` nodes, on that
+//    thread or on autograd's own (a GPU model's backward runs there);
 //  - parameters: each `torch::autograd::AccumulateGrad` node is one parameter
 //    tensor (its shape is the node's Input Dims, its type the Input type);
 //  - layers: a layer starts at each forward op that owns parameters (the op
@@ -13,9 +15,14 @@
 //    it, and the backward nodes of all of them, belong to it. Parameters are
 //    in first-use order, which is model.parameters() order for models that
 //    use their modules in definition order;
-//  - times: each op's measured_ns is its start to the next top-level op's
-//    start (the Python between ops included), so the ops sum to the step;
-//    what precedes the forward (zero_grad, data) is charged to the first op;
+//  - times, CPU trace: each op's measured_ns is its start to the next
+//    top-level op's start (the Python between ops included), so the ops sum
+//    to the step; what precedes the forward (zero_grad, data) is charged to
+//    the first op;
+//  - times, GPU trace: its kernels' (joined to its CPU launches by Kineto's
+//    ac2g flows), from its first kernel's start to the next op's, so the ops
+//    sum to the GPU's time from the first kernel to the last; collective
+//    kernels are left out;
 //  - the profiler's own cost: with the step's unprofiled time, taken off
 //    each unit in proportion to the ops it recorded;
 //  - optimizer: the `Optimizer.step#<Name>.step` annotation, to the step's
