@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace dtsim::models {
@@ -85,6 +86,7 @@ struct Gpt2Config {
     std::int64_t positions = 1024;
 };
 
+// The Llama family's layout (LlamaForCausalLM; Mistral and Qwen2 share it).
 struct LlamaConfig {
     std::int64_t hidden = 4096;
     std::int64_t layers = 32;
@@ -93,7 +95,22 @@ struct LlamaConfig {
     std::int64_t intermediate = 11008;
     std::int64_t vocab = 32000;
     std::int64_t positions = 4096;
+    std::int64_t head_dim = 0;     // 0: hidden / heads (HuggingFace's head_dim when it says otherwise)
+    bool qkv_bias = false;         // q, k and v projections with bias (Qwen2; Llama's attention_bias)
+    bool o_bias = false;           // o_proj with bias (Llama's attention_bias)
+    bool tied_embeddings = false;  // lm_head shares embed_tokens.weight (tie_word_embeddings)
 };
+
+// A model read from a HuggingFace config.json (hf_config.cpp).
+struct HfModel {
+    std::variant<Gpt2Config, LlamaConfig> config;
+    std::string description;
+};
+// True when `--model` names a .json file or a directory (a HuggingFace model's).
+bool is_hf_config_path(const std::string& model);
+// Reads `path` (config.json, or a directory holding one); ParseError naming
+// the file and the field for an unknown model_type or a missing field.
+HfModel read_hf_config(const std::string& path);
 
 // torchvision ResNet with Bottleneck blocks (v1.5: stride on the 3x3 conv).
 // {3, 4, 6, 3} is resnet50; {3, 4, 23, 3} resnet101, {3, 8, 36, 3} resnet152.

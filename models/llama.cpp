@@ -64,7 +64,8 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     const std::int64_t s = seq_len;
     const std::int64_t h = c.hidden;
     const std::int64_t a = c.heads;
-    const std::int64_t hd = h / a;
+    const std::int64_t hd = c.head_dim > 0 ? c.head_dim : h / a;
+    const std::int64_t qd = a * hd;  // h unless the config sets head_dim
     const std::int64_t kvd = c.kv_heads * hd;
     const std::int64_t inter = c.intermediate;
     const std::int64_t T = b * s;
@@ -73,7 +74,13 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     const DType dtype = activation_dtype;
     auto d = [](std::int64_t x) { return static_cast<double>(x); };
     namespace fpe = flops_per_element;
-    constexpr int per_layer = 9;  // parameter tensors per decoder layer
+    // Parameter tensors per decoder layer, in model.parameters() order: q, k,
+    // v (each weight, then bias with qkv_bias), o (weight, bias with o_bias),
+    // gate, up, down, input_layernorm, post_attention_layernorm.
+    const int qkv = c.qkv_bias ? 2 : 1;
+    const int o_at = 3 * qkv;
+    const int mlp_at = o_at + (c.o_bias ? 2 : 1);
+    const int per_layer = mlp_at + 5;
 
     {
         LayerBuilder lb("embed_tokens", -1, dtype);
@@ -89,76 +96,80 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         const int base = 1 + per_layer * blk;
         {
             LayerBuilder lb(p + "input_layernorm", blk, dtype);
-            lb.param(p + "input_layernorm.weight", {h}, base + 7);
+            lb.param(p + "input_layernorm.weight", {h}, base + mlp_at + 3);
             add_rms_norm(lb, "input_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
-            lb.param(p + "self_attn.q_proj.weight", {h, h}, base + 0);
-            lb.linear("q_proj", T, h, h);
+            lb.param(p + "self_attn.q_proj.weight", {qd, h}, base + 0);
+            if (c.qkv_bias) lb.param(p + "self_attn.q_proj.bias", {qd}, base + 1);
+            lb.linear("q_proj", T, qd, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
-            lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + 1);
+            lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + qkv);
+            if (c.qkv_bias) lb.param(p + "self_attn.k_proj.bias", {kvd}, base + qkv + 1);
             lb.linear("k_proj", T, kvd, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
-            lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2);
+            lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2 * qkv);
+            if (c.qkv_bias) lb.param(p + "self_attn.v_proj.bias", {kvd}, base + 2 * qkv + 1);
             lb.linear("v_proj", T, kvd, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.core", blk, dtype);
-            add_rotary(lb, T * h, T * kvd);
+            add_rotary(lb, T * qd, T * kvd);
             if (attention == AttentionImpl::eager) {
-                if (kvd < h) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * h) * dt, 0);
+                if (kvd < qd) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * qd) * dt, 0);
                 lb.gemm("qk", s, s, hd, b * a, true, GemmLayout::nt);  // Q K^T
                 lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));  // scale + causal mask + softmax
                 lb.gemm("av", s, hd, s, b * a);
-                lb.save(3 * T * h * dt + S2 * dt);
+                lb.save(3 * T * qd * dt + S2 * dt);
             } else {
                 add_flash_attention(lb, b, s, a, c.kv_heads, hd);
             }
             // SDPA's fused kernels write the output as (b, s, heads, head_dim), so
             // transpose(1, 2).reshape is a view; eager attention's is a copy.
-            if (attention == AttentionImpl::eager) lb.elementwise("merge_heads", 2 * T * h * dt, 0);
+            if (attention == AttentionImpl::eager) lb.elementwise("merge_heads", 2 * T * qd * dt, 0);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "self_attn.o_proj", blk, dtype);
-            lb.param(p + "self_attn.o_proj.weight", {h, h}, base + 3);
-            lb.linear("o_proj", T, h, h);
+            lb.param(p + "self_attn.o_proj.weight", {h, qd}, base + o_at);
+            if (c.o_bias) lb.param(p + "self_attn.o_proj.bias", {h}, base + o_at + 1);
+            lb.linear("o_proj", T, h, qd);
             lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
-            lb.save(T * h * dt);
+            lb.save(T * qd * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "post_attention_layernorm", blk, dtype);
-            lb.param(p + "post_attention_layernorm.weight", {h}, base + 8);
+            lb.param(p + "post_attention_layernorm.weight", {h}, base + mlp_at + 4);
             add_rms_norm(lb, "post_attention_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
-            lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + 4);
+            lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + mlp_at);
             lb.linear("gate_proj", T, inter, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
-            lb.param(p + "mlp.up_proj.weight", {inter, h}, base + 5);
+            lb.param(p + "mlp.up_proj.weight", {inter, h}, base + mlp_at + 1);
             lb.linear("up_proj", T, inter, h);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "mlp.down_proj", blk, dtype);
-            lb.param(p + "mlp.down_proj.weight", {h, inter}, base + 6);
+            lb.param(p + "mlp.down_proj.weight", {h, inter}, base + mlp_at + 2);
             add_swiglu(lb, T * inter);
             lb.linear("down_proj", T, h, inter);
             lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
@@ -176,7 +187,8 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     }
     {
         LayerBuilder lb("lm_head", -1, dtype);
-        lb.param("lm_head.weight", {c.vocab, h}, after + 1);
+        // Tied: the logits reuse embed_tokens.weight, whose gradient sums both uses.
+        if (!c.tied_embeddings) lb.param("lm_head.weight", {c.vocab, h}, after + 1);
         lb.linear("lm_head", T, c.vocab, h);
         lb.save(T * h * dt);
         w.layers.push_back(std::move(lb).finish());

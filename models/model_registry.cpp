@@ -39,6 +39,11 @@ NamedModel llama(LlamaConfig c) {
             }};
 }
 
+NamedModel hf_model(const HfModel& m) {
+    if (const auto* g = std::get_if<Gpt2Config>(&m.config)) return gpt2(*g);
+    return llama(std::get<LlamaConfig>(m.config));
+}
+
 NamedModel resnet(ResNetConfig c) {
     return {1,
             [c](const std::string& name, std::int64_t b, std::int64_t, DType dt, AttentionImpl) {
@@ -141,22 +146,30 @@ Workload build_workload(const WorkloadRequest& request) {
         return build_mlp(name, shape.layers, shape.width, request.micro_batch, request.activation_dtype);
     }
 
-    const auto* entry = registry().find_or_null(name);
-    if (entry == nullptr) throw ConfigError(unknown_name_message("model", name, model_names()));
+    // A HuggingFace config.json (or its directory), else a built-in name.
+    std::optional<NamedModel> from_file;
+    const NamedModel* model = nullptr;
+    if (is_hf_config_path(name)) {
+        model = &from_file.emplace(hf_model(read_hf_config(name)));
+    } else {
+        const auto* entry = registry().find_or_null(name);
+        if (entry == nullptr) throw ConfigError(unknown_name_message("model", name, model_names()));
+        model = &entry->value;
+    }
     check_micro_batch(request);
-    if (entry->value.images && request.seq_len != 0 && request.seq_len != 1)
+    if (model->images && request.seq_len != 0 && request.seq_len != 1)
         throw ConfigError(fmt::format(
             "seq_len {} is invalid for model '{}': its samples are images with no sequence dimension, so seq_len "
             "must be 0 (the default) or 1.",
             request.seq_len, name));
-    const std::int64_t max = entry->value.max_positions;
+    const std::int64_t max = model->max_positions;
     if (request.seq_len < 0 || request.seq_len > max)
         throw ConfigError(
             fmt::format("seq_len {} is out of range for model '{}': it must be between 1 and its context length {} "
                         "(0 means the default, {}).",
                         request.seq_len, name, max, max));
     const std::int64_t seq_len = request.seq_len == 0 ? max : request.seq_len;
-    return entry->value.build(name, request.micro_batch, seq_len, request.activation_dtype, request.attention);
+    return model->build(name, request.micro_batch, seq_len, request.activation_dtype, request.attention);
 }
 
 std::vector<ModelInfo> list_models() {

@@ -1,0 +1,115 @@
+// HuggingFace config.json (formats.md §7) to a builder's config: GPT-2, and
+// the Llama family that shares LlamaForCausalLM's layout (llama, mistral,
+// qwen2). Every error names the file and the field.
+#include "builders.hpp"
+
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/json_io.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace dtsim::models {
+namespace {
+
+// A field that may be absent or null, as HuggingFace writes defaults.
+bool present(const JsonView& j, const std::string& key) { return j.has(key) && !j.value().at(key).is_null(); }
+
+std::int64_t positive(const JsonView& j, const std::string& key, std::int64_t max) {
+    return j.integer_within(
+        key, Bounds{.min = 1, .min_exclusive = false, .max = static_cast<double>(max), .why_max = "larger than any "
+                                                                                                  "published model"});
+}
+
+std::int64_t positive_or(const JsonView& j, const std::string& key, std::int64_t fallback, std::int64_t max) {
+    return present(j, key) ? positive(j, key, max) : fallback;
+}
+
+constexpr std::int64_t kMaxWidth = 1 << 20;
+constexpr std::int64_t kMaxLayers = 10000;
+constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;
+constexpr std::int64_t kMaxPositions = std::int64_t{1} << 24;
+
+HfModel gpt2_config(const JsonView& j) {
+    // The attribute_map's aliases: n_embd is hidden_size, and so on.
+    const auto alias = [&](const std::string& name, const std::string& hf) { return present(j, name) ? name : hf; };
+    Gpt2Config c;
+    c.hidden = positive(j, alias("n_embd", "hidden_size"), kMaxWidth);
+    c.layers = positive(j, alias("n_layer", "num_hidden_layers"), kMaxLayers);
+    c.heads = positive(j, alias("n_head", "num_attention_heads"), kMaxWidth);
+    c.vocab = positive(j, "vocab_size", kMaxVocab);
+    c.positions = positive(j, present(j, "n_positions") ? "n_positions" : "max_position_embeddings", kMaxPositions);
+    if (c.hidden % c.heads != 0) j.fail("n_head", fmt::format("expected a divisor of n_embd ({})", c.hidden));
+    if (present(j, "n_inner") && j.integer("n_inner") != 4 * c.hidden)
+        j.fail("n_inner", fmt::format("expected null or 4 x n_embd ({}): dtsim's GPT-2 has the 4x MLP", 4 * c.hidden));
+    if (present(j, "tie_word_embeddings") && !j.boolean_or("tie_word_embeddings", true))
+        j.fail("tie_word_embeddings", "expected true: dtsim's GPT-2 ties lm_head to wte, as GPT2LMHeadModel does");
+    return HfModel{.config = c,
+                   .description = fmt::format("GPT-2 from {}: {} layers, hidden {}, {} heads, context {}", j.file(),
+                                              c.layers, c.hidden, c.heads, c.positions)};
+}
+
+HfModel llama_config(const JsonView& j, const std::string& type) {
+    LlamaConfig c;
+    c.hidden = positive(j, "hidden_size", kMaxWidth);
+    c.layers = positive(j, "num_hidden_layers", kMaxLayers);
+    c.heads = positive(j, "num_attention_heads", kMaxWidth);
+    c.kv_heads = positive_or(j, "num_key_value_heads", c.heads, kMaxWidth);
+    c.intermediate = positive(j, "intermediate_size", kMaxWidth * 8);
+    c.vocab = positive(j, "vocab_size", kMaxVocab);
+    c.positions = positive(j, "max_position_embeddings", kMaxPositions);
+    c.head_dim = positive_or(j, "head_dim", 0, kMaxWidth);
+    if (c.head_dim == 0) {
+        if (c.hidden % c.heads != 0)
+            j.fail("num_attention_heads", fmt::format("expected a divisor of hidden_size ({}), or a head_dim", c.hidden));
+        c.head_dim = c.hidden / c.heads;
+    }
+    if (c.heads % c.kv_heads != 0)
+        j.fail("num_key_value_heads", fmt::format("expected a divisor of num_attention_heads ({})", c.heads));
+    // Qwen2Attention: q, k and v with bias, o without; Llama's attention_bias: all four.
+    if (type == "qwen2") {
+        c.qkv_bias = true;
+    } else if (j.boolean_or("attention_bias", false)) {
+        c.qkv_bias = true;
+        c.o_bias = true;
+    }
+    if (j.boolean_or("mlp_bias", false)) j.fail("mlp_bias", "expected false: MLP biases are not modelled");
+    if (present(j, "hidden_act") && j.string("hidden_act") != "silu")
+        j.fail("hidden_act", "expected \"silu\" (the gated SiLU MLP of the Llama family)");
+    c.tied_embeddings = j.boolean_or("tie_word_embeddings", false);
+    return HfModel{.config = c,
+                   .description = fmt::format("{} from {}: {} layers, hidden {}, {} heads ({} KV), context {}", type,
+                                              j.file(), c.layers, c.hidden, c.heads, c.kv_heads, c.positions)};
+}
+
+}  // namespace
+
+bool is_hf_config_path(const std::string& model) {
+    if (model.ends_with(".json")) return true;
+    std::error_code ec;
+    return std::filesystem::is_directory(model, ec);
+}
+
+HfModel read_hf_config(const std::string& path) {
+    std::string file = path;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) file = (std::filesystem::path(path) / "config.json").string();
+    if (!std::filesystem::exists(file, ec))
+        throw ParseError(file, "", "no such file: --model takes a model name, or a HuggingFace config.json or the "
+                                   "directory holding one");
+    const Json root = read_json_file(file);
+    const JsonView j(root, file);
+    if (!present(j, "model_type"))
+        j.fail("model_type", "expected a HuggingFace model type (gpt2, llama, mistral, qwen2)");
+    const std::string type = j.string("model_type");
+    if (type == "gpt2") return gpt2_config(j);
+    if (type == "llama" || type == "mistral" || type == "qwen2") return llama_config(j, type);
+    if (type == "mixtral" || type == "qwen2_moe")
+        j.fail("model_type", fmt::format("expected gpt2, llama, mistral or qwen2: '{}' is a mixture of experts, which dtsim does "
+                                         "not model yet",
+                                         type));
+    j.fail("model_type", fmt::format("expected gpt2, llama, mistral or qwen2 (got '{}')", type));
+}
+
+}  // namespace dtsim::models
