@@ -3,6 +3,8 @@
 
 #include "dtsim/models/workload.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -108,6 +110,16 @@ struct HfModel {
 };
 // True when `--model` names a .json file or a directory (a HuggingFace model's).
 bool is_hf_config_path(const std::string& model);
+// A config.json's parsed JSON; `file` names it in errors.
+HfModel parse_hf_config(const nlohmann::json& config, const std::string& file);
+
+// The built-in HuggingFace models: models/hf_configs/<name>.json, embedded at
+// build time (models/CMakeLists.txt).
+struct EmbeddedConfig {
+    const char* name;
+    const char* json;
+};
+const std::vector<EmbeddedConfig>& embedded_hf_configs();
 // Reads `path` (config.json, or a directory holding one); ParseError naming
 // the file and the field for an unknown model_type or a missing field.
 HfModel read_hf_config(const std::string& path);

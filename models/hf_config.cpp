@@ -98,10 +98,14 @@ HfModel read_hf_config(const std::string& path) {
     if (!std::filesystem::exists(file, ec))
         throw ParseError(file, "", "no such file: --model takes a model name, or a HuggingFace config.json or the "
                                    "directory holding one");
-    const Json root = read_json_file(file);
+    return parse_hf_config(read_json_file(file), file);
+}
+
+HfModel parse_hf_config(const Json& root, const std::string& file) {
     const JsonView j(root, file);
     if (!present(j, "model_type"))
         j.fail("model_type", "expected a HuggingFace model type (gpt2, llama, mistral, qwen2)");
+    if (!root.is_object()) j.fail("", "expected a JSON object");
     const std::string type = j.string("model_type");
     if (type == "gpt2") return gpt2_config(j);
     if (type == "llama" || type == "mistral" || type == "qwen2") return llama_config(j, type);

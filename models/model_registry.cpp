@@ -68,6 +68,12 @@ const Registry<NamedModel>& registry() {
                 llama({5120, 40, 40, 40, 13824, 32000, 4096}));
         reg.add("llama2-70b", "Llama-2 70B: 80 layers, hidden 8192, 64 heads (8 KV heads, GQA), context 4096",
                 llama({8192, 80, 64, 8, 28672, 32000, 4096}));
+        // Llama-3, Mistral and Qwen2 from their HuggingFace config.json files (models/hf_configs).
+        for (const EmbeddedConfig& e : embedded_hf_configs()) {
+            const HfModel m = parse_hf_config(nlohmann::json::parse(e.json), std::string("models/hf_configs/") +
+                                                                                   e.name + ".json");
+            reg.add(e.name, m.description, hf_model(m));
+        }
         reg.add("resnet50",
                 "ResNet-50 (torchvision v1.5): Bottleneck blocks [3, 4, 6, 3], ImageNet 224x224, 1000 classes",
                 resnet({{3, 4, 6, 3}, 224, 1000}));

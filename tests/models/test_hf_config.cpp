@@ -1,6 +1,7 @@
-// --model path/to/config.json: HuggingFace configs committed under
-// tests/data/hf/ (see its README) build workloads with the published
-// parameter counts; bad files name the file and the field.
+// --model path/to/config.json: the HuggingFace configs committed under
+// models/hf_configs/ (see its README; also the built-in llama3-8b, ...) and
+// tests/data/hf/gpt2 build workloads with the published parameter counts;
+// bad files name the file and the field.
 #include "dtsim/common/error.hpp"
 #include "dtsim/models/model_registry.hpp"
 #include "dtsim/models/workload.hpp"
@@ -19,7 +20,10 @@ using namespace dtsim::models;
 
 namespace {
 
-std::string hf(const std::string& name) { return std::string(DTSIM_SOURCE_DIR) + "/tests/data/hf/" + name; }
+std::string hf(const std::string& name) {
+    return std::string(DTSIM_SOURCE_DIR) + "/models/hf_configs/" + name + ".json";
+}
+const std::string gpt2_dir = std::string(DTSIM_SOURCE_DIR) + "/tests/data/hf/gpt2";
 
 Workload build(const std::string& model, std::int64_t seq = 16) {
     return build_workload(WorkloadRequest{model, 1, seq, DType::bf16, AttentionImpl::flash});
@@ -33,21 +37,21 @@ TEST_CASE("HuggingFace config.json models have the published parameter counts") 
         const char* dir;
         std::int64_t params;
     };
-    for (const Expected& e : std::vector<Expected>{{"Meta-Llama-3-8B", 8'030'261'248},
-                                                   {"Meta-Llama-3-70B", 70'553'706'496},
-                                                   {"Mistral-7B-v0.1", 7'241'732'096},
-                                                   {"Qwen2-7B", 7'615'616'512},
-                                                   {"gpt2", 124'439'808}}) {
+    for (const Expected& e : std::vector<Expected>{{"llama3-8b", 8'030'261'248},
+                                                   {"llama3-70b", 70'553'706'496},
+                                                   {"mistral-7b", 7'241'732'096},
+                                                   {"qwen2-7b", 7'615'616'512}}) {
         INFO(e.dir);
-        CHECK(build(hf(e.dir)).param_count() == e.params);                    // the directory
-        CHECK(build(hf(e.dir) + "/config.json").param_count() == e.params);  // the file
+        CHECK(build(hf(e.dir)).param_count() == e.params);  // the file
+        CHECK(build(e.dir).param_count() == e.params);      // the built-in name, from the same file
     }
-    // The built-in gpt2 and the one read from its config are the same model.
-    CHECK(build(hf("gpt2")).param_count() == build("gpt2").param_count());
+    // A directory holding a config.json; the built-in gpt2 and the one read from its config are the same model.
+    CHECK(build(gpt2_dir).param_count() == 124'439'808);
+    CHECK(build(gpt2_dir + "/config.json").param_count() == build("gpt2").param_count());
 }
 
 TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embeddings, indices in order") {
-    const Workload llama3 = build(hf("Meta-Llama-3-8B"));
+    const Workload llama3 = build(hf("llama3-8b"));
     const auto param = [](const Workload& w, const std::string& name) -> std::vector<std::int64_t> {
         for (const auto& l : w.layers)
             for (const auto& p : l.params)
@@ -57,8 +61,8 @@ TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embedd
     CHECK(param(llama3, "layers.0.self_attn.k_proj.weight") == std::vector<std::int64_t>{1024, 4096});  // 8 KV heads
     CHECK(param(llama3, "lm_head.weight") == std::vector<std::int64_t>{128256, 4096});
     CHECK(llama3.seq_len == 16);
-    CHECK(build(hf("Meta-Llama-3-8B"), 0).seq_len == 8192);  // max_position_embeddings
-    const Workload qwen = build(hf("Qwen2-7B"));
+    CHECK(build(hf("llama3-8b"), 0).seq_len == 8192);  // max_position_embeddings
+    const Workload qwen = build(hf("qwen2-7b"));
     CHECK(param(qwen, "layers.3.self_attn.q_proj.bias") == std::vector<std::int64_t>{3584});
     CHECK(param(qwen, "layers.3.self_attn.v_proj.bias") == std::vector<std::int64_t>{512});
     CHECK(param(qwen, "layers.3.self_attn.o_proj.bias").empty());
@@ -72,7 +76,7 @@ TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embedd
 
     // head_dim other than hidden/heads, and tied embeddings, on an edited Llama-3 config.
     test::TempDir dir;
-    std::string text = test::read_text(hf("Meta-Llama-3-8B") + "/config.json");
+    std::string text = test::read_text(hf("llama3-8b"));
     text.replace(text.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true, \"head_dim\": 64");
     const std::string edited = dir.file("config.json");
     std::ofstream(edited) << text;
