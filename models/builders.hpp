@@ -101,6 +101,11 @@ struct LlamaConfig {
     bool qkv_bias = false;         // q, k and v projections with bias (Qwen2; Llama's attention_bias)
     bool o_bias = false;           // o_proj with bias (Llama's attention_bias)
     bool tied_embeddings = false;  // lm_head shares embed_tokens.weight (tie_word_embeddings)
+    // A mixture of experts in every layer's MLP (Mixtral, Qwen2-MoE); 0: dense.
+    std::int64_t experts = 0;
+    std::int64_t experts_per_token = 0;
+    std::int64_t expert_intermediate = 0;         // each expert's MLP width
+    std::int64_t shared_expert_intermediate = 0;  // Qwen2-MoE's shared expert (0: none, Mixtral)
 };
 
 // A model read from a HuggingFace config.json (hf_config.cpp).

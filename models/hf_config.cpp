@@ -1,6 +1,7 @@
 // HuggingFace config.json (formats.md §7) to a builder's config: GPT-2, and
 // the Llama family that shares LlamaForCausalLM's layout (llama, mistral,
-// qwen2). Every error names the file and the field.
+// qwen2, and the mixtures of experts mixtral and qwen2_moe). Every error
+// names the file and the field.
 #include "builders.hpp"
 
 #include "dtsim/common/error.hpp"
@@ -68,7 +69,7 @@ HfModel llama_config(const JsonView& j, const std::string& type) {
     if (c.heads % c.kv_heads != 0)
         j.fail("num_key_value_heads", fmt::format("expected a divisor of num_attention_heads ({})", c.heads));
     // Qwen2Attention: q, k and v with bias, o without; Llama's attention_bias: all four.
-    if (type == "qwen2") {
+    if (type == "qwen2" || type == "qwen2_moe") {
         c.qkv_bias = true;
     } else if (j.boolean_or("attention_bias", false)) {
         c.qkv_bias = true;
@@ -78,9 +79,29 @@ HfModel llama_config(const JsonView& j, const std::string& type) {
     if (present(j, "hidden_act") && j.string("hidden_act") != "silu")
         j.fail("hidden_act", "expected \"silu\" (the gated SiLU MLP of the Llama family)");
     c.tied_embeddings = j.boolean_or("tie_word_embeddings", false);
+    if (type == "mixtral") {  // MixtralSparseMoeBlock: every layer, experts of intermediate_size
+        c.experts = positive(j, "num_local_experts", 4096);
+        c.experts_per_token = positive(j, "num_experts_per_tok", 4096);
+        c.expert_intermediate = c.intermediate;
+    } else if (type == "qwen2_moe") {  // Qwen2MoeSparseMoeBlock, with its shared expert
+        c.experts = positive(j, "num_experts", 4096);
+        c.experts_per_token = positive(j, "num_experts_per_tok", 4096);
+        c.expert_intermediate = positive(j, "moe_intermediate_size", kMaxWidth * 8);
+        c.shared_expert_intermediate = positive(j, "shared_expert_intermediate_size", kMaxWidth * 8);
+        if (present(j, "decoder_sparse_step") && j.integer("decoder_sparse_step") != 1)
+            j.fail("decoder_sparse_step", "expected 1: dense layers between the sparse ones are not modelled yet");
+        if (present(j, "mlp_only_layers") && !j.value().at("mlp_only_layers").empty())
+            j.fail("mlp_only_layers", "expected []: dense layers among the sparse ones are not modelled yet");
+    }
+    if (c.experts > 0 && c.experts_per_token > c.experts)
+        j.fail("num_experts_per_tok", fmt::format("expected at most the number of experts ({})", c.experts));
     return HfModel{.config = c,
-                   .description = fmt::format("{} from {}: {} layers, hidden {}, {} heads ({} KV), context {}", type,
-                                              j.file(), c.layers, c.hidden, c.heads, c.kv_heads, c.positions)};
+                   .description = fmt::format("{} from {}: {} layers, hidden {}, {} heads ({} KV), {}context {}", type,
+                                              j.file(), c.layers, c.hidden, c.heads, c.kv_heads,
+                                              c.experts > 0 ? fmt::format("{} experts (top {}), ", c.experts,
+                                                                          c.experts_per_token)
+                                                            : std::string(),
+                                              c.positions)};
 }
 
 }  // namespace
@@ -104,16 +125,14 @@ HfModel read_hf_config(const std::string& path) {
 HfModel parse_hf_config(const Json& root, const std::string& file) {
     const JsonView j(root, file);
     if (!present(j, "model_type"))
-        j.fail("model_type", "expected a HuggingFace model type (gpt2, llama, mistral, qwen2)");
+        j.fail("model_type", "expected a HuggingFace model type (gpt2, llama, mistral, qwen2, mixtral, qwen2_moe)");
     if (!root.is_object()) j.fail("", "expected a JSON object");
     const std::string type = j.string("model_type");
     if (type == "gpt2") return gpt2_config(j);
-    if (type == "llama" || type == "mistral" || type == "qwen2") return llama_config(j, type);
-    if (type == "mixtral" || type == "qwen2_moe")
-        j.fail("model_type", fmt::format("expected gpt2, llama, mistral or qwen2: '{}' is a mixture of experts, which dtsim does "
-                                         "not model yet",
-                                         type));
-    j.fail("model_type", fmt::format("expected gpt2, llama, mistral or qwen2 (got '{}')", type));
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral" || type == "qwen2_moe")
+        return llama_config(j, type);
+    j.fail("model_type",
+           fmt::format("expected gpt2, llama, mistral, qwen2, mixtral or qwen2_moe (got '{}')", type));
 }
 
 }  // namespace dtsim::models

@@ -55,6 +55,80 @@
 #include <fmt/format.h>
 
 namespace dtsim::models {
+namespace {
+
+// A mixture-of-experts MLP (Mixtral's block_sparse_moe, Qwen2-MoE's mlp):
+// the router, then every expert's parameters (all resident) with the work
+// of the T x top-k routed tokens, as one batched GEMM per projection over
+// the experts (ceil(T k / E) rows each); Qwen2-MoE adds a shared expert over
+// all T tokens, scaled by a sigmoid gate. Parameter indices from `first`,
+// in model.parameters() order. Expert parallelism is not modelled: every
+// rank holds and runs every expert.
+void add_moe(Workload& w, const LlamaConfig& c, const std::string& p, int blk, int first, std::int64_t T,
+             DType dtype) {
+    namespace fpe = flops_per_element;
+    const std::int64_t h = c.hidden, E = c.experts, k = c.experts_per_token, I = c.expert_intermediate;
+    const std::int64_t dt = dtype_bytes(dtype);
+    const std::int64_t routed = T * k;
+    const std::int64_t rows = (routed + E - 1) / E;
+    const bool qwen = c.shared_expert_intermediate > 0;
+    const std::string block = p + (qwen ? "mlp." : "block_sparse_moe.");
+    auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    {
+        LayerBuilder lb(block + "gate", blk, dtype);
+        lb.param(block + "gate.weight", {E, h}, first);
+        lb.linear("router", T, E, h);
+        lb.elementwise("router_softmax_topk", 2 * T * E * 4, fpe::softmax * d(T * E));  // fp32 routing weights
+        lb.save(T * h * dt);
+        w.layers.push_back(std::move(lb).finish());
+    }
+    {
+        LayerBuilder lb(block + "experts", blk, dtype);
+        const char* names[3] = {qwen ? "gate_proj" : "w1", qwen ? "up_proj" : "w3", qwen ? "down_proj" : "w2"};
+        for (std::int64_t e = 0; e < E; ++e) {
+            const int at = first + 1 + 3 * static_cast<int>(e);
+            const std::string ep = fmt::format("{}experts.{}.", block, e);
+            // Mixtral defines w1, w2, w3; Qwen2-MoE gate_proj, up_proj, down_proj.
+            lb.param(ep + names[0] + ".weight", {I, h}, at);
+            lb.param(ep + (qwen ? "up_proj" : "w2") + ".weight", qwen ? std::vector<std::int64_t>{I, h}
+                                                                       : std::vector<std::int64_t>{h, I},
+                     at + 1);
+            lb.param(ep + (qwen ? "down_proj" : "w3") + ".weight", qwen ? std::vector<std::int64_t>{h, I}
+                                                                         : std::vector<std::int64_t>{I, h},
+                     at + 2);
+        }
+        lb.elementwise("gather_tokens", 2 * routed * h * dt, 0);
+        lb.gemm(std::string(names[0]), rows, I, h, E, true, GemmLayout::nt);
+        lb.gemm(std::string(names[1]), rows, I, h, E, true, GemmLayout::nt);
+        add_swiglu(lb, routed * I);
+        lb.gemm(std::string(names[2]), rows, h, I, E, true, GemmLayout::nt);
+        lb.elementwise("weight_and_scatter", 3 * routed * h * dt, fpe::mul * d(routed * h));
+        lb.save(routed * h * dt + 4 * routed * I * dt);
+        if (!qwen) lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+        w.layers.push_back(std::move(lb).finish());
+    }
+    if (!qwen) return;
+    {
+        const std::int64_t S = c.shared_expert_intermediate;
+        const int at = first + 1 + 3 * static_cast<int>(E);
+        LayerBuilder lb(block + "shared_expert", blk, dtype);
+        lb.param(block + "shared_expert.gate_proj.weight", {S, h}, at);
+        lb.param(block + "shared_expert.up_proj.weight", {S, h}, at + 1);
+        lb.param(block + "shared_expert.down_proj.weight", {h, S}, at + 2);
+        lb.param(block + "shared_expert_gate.weight", {1, h}, at + 3);
+        lb.linear("shared_gate_proj", T, S, h);
+        lb.linear("shared_up_proj", T, S, h);
+        add_swiglu(lb, T * S);
+        lb.linear("shared_down_proj", T, h, S);
+        lb.linear("shared_expert_gate", T, 1, h);
+        lb.elementwise("sigmoid_scale_add", 4 * T * h * dt, 3 * d(T * h));
+        lb.save(4 * T * S * dt);
+        lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+        w.layers.push_back(std::move(lb).finish());
+    }
+}
+
+}  // namespace
 
 Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t micro_batch, std::int64_t seq_len,
                      DType activation_dtype, AttentionImpl attention) {
@@ -80,7 +154,13 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     const int qkv = c.qkv_bias ? 2 : 1;
     const int o_at = 3 * qkv;
     const int mlp_at = o_at + (c.o_bias ? 2 : 1);
-    const int per_layer = mlp_at + 5;
+    // The MLP's tensors: gate, up, down; a mixture of experts: the router,
+    // each expert's three, and Qwen2-MoE's shared expert (three) and its gate.
+    const bool moe = c.experts > 0;
+    const bool shared = c.shared_expert_intermediate > 0;
+    const int mlp_params = moe ? 1 + 3 * static_cast<int>(c.experts) + (shared ? 4 : 0) : 3;
+    const int norms_at = mlp_at + mlp_params;
+    const int per_layer = norms_at + 2;
 
     {
         LayerBuilder lb("embed_tokens", -1, dtype);
@@ -96,7 +176,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         const int base = 1 + per_layer * blk;
         {
             LayerBuilder lb(p + "input_layernorm", blk, dtype);
-            lb.param(p + "input_layernorm.weight", {h}, base + mlp_at + 3);
+            lb.param(p + "input_layernorm.weight", {h}, base + norms_at);
             add_rms_norm(lb, "input_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
@@ -150,9 +230,13 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         }
         {
             LayerBuilder lb(p + "post_attention_layernorm", blk, dtype);
-            lb.param(p + "post_attention_layernorm.weight", {h}, base + mlp_at + 4);
+            lb.param(p + "post_attention_layernorm.weight", {h}, base + norms_at + 1);
             add_rms_norm(lb, "post_attention_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
+        }
+        if (moe) {
+            add_moe(w, c, p, blk, base + mlp_at, T, dtype);
+            continue;
         }
         {
             LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);

@@ -40,7 +40,8 @@ TEST_CASE("HuggingFace config.json models have the published parameter counts") 
     for (const Expected& e : std::vector<Expected>{{"llama3-8b", 8'030'261'248},
                                                    {"llama3-70b", 70'553'706'496},
                                                    {"mistral-7b", 7'241'732'096},
-                                                   {"qwen2-7b", 7'615'616'512}}) {
+                                                   {"qwen2-7b", 7'615'616'512},
+                                                   {"mixtral-8x7b", 46'702'792'704}}) {
         INFO(e.dir);
         CHECK(build(hf(e.dir)).param_count() == e.params);  // the file
         CHECK(build(e.dir).param_count() == e.params);      // the built-in name, from the same file
@@ -88,6 +89,31 @@ TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embedd
     CHECK(tied.param_count() == vocab * h + 32 * (2 * q * h + 2 * kv * h + 3 * h * inter + 2 * h) + h);
 }
 
+TEST_CASE("HuggingFace mixtures of experts: every expert resident, top-k of them at work") {
+    // Mixtral-8x7B: 8 experts of 3 x 4096 x 14336, top 2.
+    const Workload mixtral = build("mixtral-8x7b", 64);
+    const Workload mistral = build("mistral-7b", 64);  // the same attention and width, one dense MLP of 14336
+    double moe_flops = 0, dense_flops = 0;
+    std::int64_t expert_tensors = 0;
+    for (const auto& l : mixtral.layers) {
+        if (l.name == "layers.0.block_sparse_moe.experts") expert_tensors = static_cast<std::int64_t>(l.params.size());
+        if (l.name.find("block_sparse_moe") != std::string::npos)
+            for (const auto& op : l.forward) moe_flops += op.kind == OpKind::gemm ? op.flops : 0;
+    }
+    for (const auto& l : mistral.layers)
+        if (l.name.find(".mlp.") != std::string::npos)
+            for (const auto& op : l.forward) dense_flops += op.kind == OpKind::gemm ? op.flops : 0;
+    CHECK(expert_tensors == 8 * 3);
+    // Top 2 of 8: twice a dense MLP's GEMM flops per token, plus the router's 4096 x 8.
+    CHECK(moe_flops == Catch::Detail::Approx(2 * dense_flops + 32 * 2.0 * 64 * 8 * 4096));
+    // Qwen1.5-MoE-A2.7B (qwen2_moe): 60 experts of 1408, top 4, a shared expert of 5632 and its gate;
+    // counted from Qwen2MoeSparseMoeBlock's modules.
+    const std::int64_t h = 2048, vocab = 151936;
+    const std::int64_t attention = 4 * h * h + 3 * h, moe = 60 * h + 60 * 3 * h * 1408 + 3 * h * 5632 + h;
+    CHECK(build(std::string(DTSIM_SOURCE_DIR) + "/tests/data/hf/Qwen1.5-MoE-A2.7B").param_count() ==
+          2 * vocab * h + 24 * (attention + moe + 2 * h) + h);
+}
+
 TEST_CASE("HuggingFace configs: an unknown model_type or a missing field names the file and the field") {
     test::TempDir dir;
     const auto write = [&](const std::string& text) {
@@ -97,8 +123,11 @@ TEST_CASE("HuggingFace configs: an unknown model_type or a missing field names t
     };
     const std::string bert = write(R"({"model_type": "bert", "hidden_size": 768})");
     CHECK_THROWS_WITH(build(bert), Catch::Contains(bert) && Catch::Contains("model_type") && Catch::Contains("bert"));
-    const std::string moe = write(R"({"model_type": "mixtral", "hidden_size": 4096})");
-    CHECK_THROWS_WITH(build(moe), Catch::Contains("mixture of experts"));
+    const std::string moe = write(R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 2,
+        "num_attention_heads": 16, "intermediate_size": 5632, "vocab_size": 1000, "max_position_embeddings": 64,
+        "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+        "shared_expert_intermediate_size": 128, "decoder_sparse_step": 2})");
+    CHECK_THROWS_WITH(build(moe), Catch::Contains("decoder_sparse_step") && Catch::Contains("not modelled"));
     const std::string missing = write(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2})");
     CHECK_THROWS_WITH(build(missing), Catch::Contains(missing) && Catch::Contains("num_attention_heads"));
     const std::string bad_kv = write(R"({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 2,
