@@ -53,7 +53,9 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
     }
     cmd.add_option("--strategy,-s", o.strategy,
                    "strategy: " + names_list(sim::strategies().names()) +
-                       ", a Lightning name (ddp_spawn, lightning:fsdp, fsdp_cpu_offload, deepspeed_stage_3_offload, ...) or a "
+                       ", a Lightning name (ddp_spawn, lightning:fsdp, fsdp_cpu_offload, deepspeed_stage_3_offload, ...), a "
+                       "Lightning strategy as written in Python (\"FSDPStrategy(sharding_strategy='SHARD_GRAD_OP', "
+                       "cpu_offload=True)\"; DDPStrategy, FSDPStrategy, DeepSpeedStrategy with keyword arguments) or a "
                        "DeepSpeed config file (ds.json)")
         ->capture_default_str();
     cmd.add_option("--gpu-memory", o.gpu_memory_gib,

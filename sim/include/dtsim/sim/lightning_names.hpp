@@ -20,9 +20,25 @@ struct LightningStrategy {
 
 const std::vector<LightningStrategy>& lightning_strategies();
 
-// If config.strategy is a Lightning name, replaces it by the dtsim strategy and
-// puts its knobs before the user's (so --set overrides them). Returns the
-// launch description, or nothing when the name was not a Lightning name.
+// A Lightning strategy written as in Python, e.g.
+// "FSDPStrategy(sharding_strategy='SHARD_GRAD_OP', cpu_offload=True)":
+//   expression := Class '(' [ keyword '=' value { ',' keyword '=' value } [','] ] ')'
+//   Class      := DDPStrategy | FSDPStrategy | DeepSpeedStrategy
+//   value      := True | False | None | number | 'text' | "text" | Name{.Name}
+// Each keyword maps onto a dtsim knob (a dotted value keeps its last part:
+// ShardingStrategy.SHARD_GRAD_OP is SHARD_GRAD_OP); keywords that change
+// nothing dtsim models are accepted and named in `notes`. Anything else is a
+// one-line ConfigError that names the character where it went wrong.
+// nullopt when `text` is not a call (no '(').
+struct LightningExpression {
+    LightningStrategy strategy;
+    std::vector<std::string> notes;
+};
+std::optional<LightningExpression> parse_lightning_expression(const std::string& text);
+
+// If config.strategy is a Lightning name or expression, replaces it by the
+// dtsim strategy and puts its knobs before the user's (so --set overrides
+// them). Returns the launch description, or nothing when it was neither.
 std::optional<std::string> resolve_lightning_name(Config& config);
 
 }  // namespace dtsim::sim
