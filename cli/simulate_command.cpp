@@ -139,9 +139,10 @@ void add_simulate_command(CLI::App& app) {
     from->excludes(cmd->get_option("--model"));
     cmd->footer(
         "Examples:\n  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
-        "      --strategy ddp --micro-batch 8 --seq-len 1024 --set bucket_cap_mb=25 --trace ddp.json\n"
-        "  dtsim simulate --from-trace rank0.pt.trace.json.gz --hardware gloo.json --gpus-per-node 2 \\\n"
-        "      --strategy ddp --set bucket_cap_mb=25      # a CPU profile of one rank, predicted on two");
+        "      --strategy ddp --micro-batch 8 --seq-len 1024 --precision bf16-mixed --set bucket_cap_mb=25 \\\n"
+        "      --trace ddp.json\n"
+        "  dtsim simulate --from-trace profile.pt.trace.json.gz --hardware torch-cpu.json --gpus-per-node 2 \\\n"
+        "      --strategy ddp --set bucket_cap_mb=25 --optimizer sgd   # a one-rank CPU profile, predicted on two");
     cmd->callback([opts, trace] { run_simulate(*opts, *trace); });
 }
 
