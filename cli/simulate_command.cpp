@@ -36,10 +36,10 @@ struct TraceSource {
 // The workload a profile describes, every op at its measured time.
 traces::TraceWorkload read_trace_workload(const TraceSource& t, std::int64_t micro_batch) {
     const traces::TraceModel model = traces::read_traces(t.paths);
-    std::string source = t.paths.front();
-    for (std::size_t i = 0; i < model.ranks.size(); ++i)
-        if (static_cast<std::int32_t>(i) == t.rank && !model.ranks[i].source_file.empty())
-            source = model.ranks[i].source_file;
+    // The rank's own file names it (workload_from_trace refuses a rank the trace lacks).
+    const bool known = t.rank >= 0 && static_cast<std::size_t>(t.rank) < model.ranks.size() &&
+                       !model.ranks[static_cast<std::size_t>(t.rank)].source_file.empty();
+    const std::string source = known ? model.ranks[static_cast<std::size_t>(t.rank)].source_file : t.paths.front();
     traces::TraceWorkload w =
         traces::workload_from_trace(model, source,
                                     {.rank = t.rank,

@@ -11,6 +11,8 @@
 namespace dtsim::traces::detail {
 
 bool starts_with(std::string_view s, std::string_view prefix);
+// Case-insensitive equality (ASCII), as Kineto's categories are compared.
+bool iequals(std::string_view a, std::string_view b);
 
 // N of "ProfilerStep#N"; nullopt for any other name.
 std::optional<std::int64_t> profiler_step(std::string_view name);

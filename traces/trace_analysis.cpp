@@ -17,6 +17,7 @@ namespace dtsim::traces {
 namespace {
 
 using detail::first_input_type;
+using detail::iequals;
 using detail::profiler_step;
 using detail::starts_with;
 
@@ -64,14 +65,6 @@ Intervals unite(const Intervals& a, const Intervals& b) {
     Intervals all = a;
     all.insert(all.end(), b.begin(), b.end());
     return merge(std::move(all));
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
-            return false;
-    return true;
 }
 
 std::int64_t parse_int(std::string_view s, std::int64_t fallback = 0) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <cctype>
 #include <numeric>
 #include <optional>
@@ -15,6 +16,7 @@ namespace dtsim::traces {
 namespace {
 
 using detail::first_input_type;
+using detail::iequals;
 using detail::input_dims;
 using detail::profiler_step;
 using detail::starts_with;
@@ -22,12 +24,6 @@ using detail::starts_with;
 constexpr std::string_view kNodePrefix = "autograd::engine::evaluate_function: ";
 constexpr std::string_view kAccumulateGrad = "torch::autograd::AccumulateGrad";
 constexpr std::string_view kOptimizerStep = "Optimizer.step#";
-
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-           });
-}
 
 std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from = 0, std::size_t to = SIZE_MAX) {
     std::int64_t n = 1;
@@ -104,7 +100,6 @@ struct TopOp {
 struct Param {
     std::int32_t owner = 0;  // forward op index
     std::vector<std::int64_t> shape;
-    std::int32_t backward_order = 0;
 };
 
 class Reader {
@@ -482,7 +477,6 @@ private:
     // its gradient is ready).
     void collect_params() {
         std::int32_t current = -1;
-        std::int32_t order = 0;
         bool dtype_set = false;
         for (std::int32_t i : nodes_) {
             TopOp& t = tops_[static_cast<std::size_t>(i)];
@@ -508,7 +502,7 @@ private:
                 fail("Input Dims", fmt::format("AccumulateGrad at {} us ({}) has no Input Dims: profile with "
                                                "record_shapes=True",
                                                static_cast<double>(t.start_ns) / 1e3, step_field()));
-            params_.push_back(Param{.owner = current, .shape = std::move(shape), .backward_order = order++});
+            params_.push_back(Param{.owner = current, .shape = std::move(shape)});
         }
         if (params_.empty())
             fail(step_field(),
@@ -523,35 +517,47 @@ private:
         }
     }
 
-    // The position of a parameter's shape among its owner's inputs (weight
-    // before bias, as model.parameters() lists them); unmatched ones last.
-    std::size_t input_position(const Param& p, std::vector<bool>& used) const {
-        const auto dims = input_dims(m_.arg(
-            span(tops_[static_cast<std::size_t>(forward_[static_cast<std::size_t>(p.owner)])].span), "Input Dims"));
-        for (std::size_t i = 0; i < dims.size(); ++i)
-            if (i < used.size() && !used[i] && dims[i] == p.shape) {
-                used[i] = true;
-                return i;
+    // The position of each parameter's shape among its owner's inputs
+    // (weight before bias, as model.parameters() lists them); unmatched
+    // ones last. Matched in reverse backward order, the forward's order
+    // within an op; each owner's Input Dims is parsed once.
+    std::vector<std::size_t> input_positions() const {
+        struct Inputs {
+            std::vector<std::vector<std::int64_t>> dims;
+            std::vector<bool> used;
+        };
+        std::map<std::int32_t, Inputs> owners;
+        std::vector<std::size_t> position(params_.size(), SIZE_MAX);
+        for (std::size_t i = params_.size(); i-- > 0;) {
+            const Param& p = params_[i];
+            auto [it, added] = owners.try_emplace(p.owner);
+            Inputs& in = it->second;
+            if (added) {
+                const TopOp& owner = tops_[static_cast<std::size_t>(forward_[static_cast<std::size_t>(p.owner)])];
+                in.dims = input_dims(m_.arg(span(owner.span), "Input Dims"));
+                in.used.assign(in.dims.size(), false);
             }
-        return SIZE_MAX;
+            for (std::size_t d = 0; d < in.dims.size(); ++d)
+                if (!in.used[d] && in.dims[d] == p.shape) {
+                    in.used[d] = true;
+                    position[i] = d;
+                    break;
+                }
+        }
+        return position;
     }
 
     void build_layers() {
-        // Parameters in first-use order: by owning forward op, then by input position.
-        std::vector<std::pair<std::size_t, std::size_t>> keys(params_.size());
+        // Parameters in first-use order: by owning forward op, then by input
+        // position, then (unmatched) in reverse backward order.
         {
-            std::vector<std::vector<bool>> used(forward_.size(), std::vector<bool>(64, false));
-            // Match in reverse backward order, the forward's order within an op.
+            const std::vector<std::size_t> position = input_positions();
             std::vector<std::size_t> idx(params_.size());
             std::iota(idx.begin(), idx.end(), 0);
-            for (auto it = idx.rbegin(); it != idx.rend(); ++it) {
-                const Param& p = params_[*it];
-                const std::size_t pos = input_position(p, used[static_cast<std::size_t>(p.owner)]);
-                keys[*it] = {pos, params_.size() - *it};
-            }
             std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
                 if (params_[a].owner != params_[b].owner) return params_[a].owner < params_[b].owner;
-                return keys[a] < keys[b];
+                if (position[a] != position[b]) return position[a] < position[b];
+                return a > b;
             });
             std::vector<Param> sorted;
             for (std::size_t i : idx) sorted.push_back(params_[i]);

@@ -1,8 +1,10 @@
-"""What collectives.py and steptime.py share: running dtsim's calibration and publishing a table."""
+"""What collectives.py, steptime.py and from_trace.py share: running dtsim's calibration, summarising errors
+and bucket rankings, and publishing a table."""
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -31,3 +33,25 @@ def publish(lines: list[str], out: str | None) -> None:
     if out:
         with open(out, "a") as f:
             f.write("\n" + text)
+
+
+def p90(errors: list[float]) -> float:
+    """The 90th percentile of |error| (nearest rank)."""
+    e = sorted(errors)
+    return e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))]
+
+
+def bucket_ranking(measured: dict[str, list[float]], predicted: dict[str, float], cases: list[str]) -> str:
+    """Whether dtsim orders the bucket sizes as torch does, over the pairs torch separates by more than its
+    run-to-run noise (the largest difference between a case's two runs); one line for the table."""
+    noise = max(abs(measured[n][0] - measured[n][1]) / statistics.fmean(measured[n]) for n in cases)
+    agree, compared = 0, 0
+    for i, p in enumerate(cases):
+        for q in cases[i + 1:]:
+            tp, tq = statistics.fmean(measured[p]), statistics.fmean(measured[q])
+            if abs(tp - tq) / min(tp, tq) <= noise:
+                continue
+            compared += 1
+            agree += (tp < tq) == (predicted[p] < predicted[q])
+    return (f"Bucket sizes: torch's run-to-run noise {noise * 100:.1f} %; of the {compared} pairs torch separates "
+            f"by more than that, dtsim orders {agree} as torch does.")

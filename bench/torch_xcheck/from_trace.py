@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from dtsim_run import calibrate, compilers_running, publish
+from dtsim_run import bucket_ranking, calibrate, compilers_running, publish
 from steptime import build_model, model_input_shape, run_torch_case, train_step
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -193,17 +193,7 @@ def main() -> int:
                      f"{p * 1e3:.1f} | {err * 100:+.1f} % | {r * 1e3:.1f} | {(r / t - 1) * 100:+.1f} % |")
     lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, largest {max(errors) * 100:.1f} % "
                   "(target: every case within 10 %)."]
-    noise = max(abs(measured[n][0] - measured[n][1]) / statistics.fmean(measured[n]) for n in BUCKET_CASES)
-    agree, compared = 0, 0
-    for i, p in enumerate(BUCKET_CASES):
-        for q in BUCKET_CASES[i + 1:]:
-            tp, tq = statistics.fmean(measured[p]), statistics.fmean(measured[q])
-            if abs(tp - tq) / min(tp, tq) <= noise:
-                continue
-            compared += 1
-            agree += (tp < tq) == (predicted[p]["step_time_s"] < predicted[q]["step_time_s"])
-    lines.append(f"Bucket sizes: torch's run-to-run noise {noise * 100:.1f} %; of the {compared} pairs torch separates "
-                 f"by more than that, dtsim orders {agree} as torch does.")
+    lines.append(bucket_ranking(measured, {n: predicted[n]["step_time_s"] for n in CASES}, BUCKET_CASES))
     publish(lines, a.out)
     return 0
 

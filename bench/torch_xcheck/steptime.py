@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from dtsim_run import calibrate, compilers_running, publish
+from dtsim_run import bucket_ranking, calibrate, compilers_running, p90, publish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -289,22 +289,9 @@ def main() -> int:
         ex_cells = f"{ex * 1e3:.1f} | {(ex / t - 1) * 100:+.1f} %" if ex else "n/a | n/a"
         lines.append(f"| {name} | {ranks} | {t1 * 1e3:.1f} | {t2 * 1e3:.1f} | {noise * 100:.1f} % | "
                      f"{predicted[name] * 1e3:.1f} | {err * 100:+.1f} % | {ex_cells} |")
-    errors.sort()
-    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
-    lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, p90 {p90 * 100:.1f} % "
+    lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, p90 {p90(errors) * 100:.1f} % "
                   f"(targets: 10 %, 15 %)."]
-    # Ranking of the bucket sizes where torch's own difference exceeds its noise.
-    noise = max(abs(measured[n][0] - measured[n][1]) / statistics.fmean(measured[n]) for n in BUCKET_CASES)
-    agree, compared = 0, 0
-    for i, p in enumerate(BUCKET_CASES):
-        for q in BUCKET_CASES[i + 1:]:
-            tp, tq = statistics.fmean(measured[p]), statistics.fmean(measured[q])
-            if abs(tp - tq) / min(tp, tq) <= noise:
-                continue
-            compared += 1
-            agree += (tp < tq) == (predicted[p] < predicted[q])
-    lines.append(f"Bucket sizes: torch's run-to-run noise {noise * 100:.1f} %; of the {compared} pairs torch separates "
-                 f"by more than that, dtsim orders {agree} as torch does.")
+    lines.append(bucket_ranking(measured, predicted, BUCKET_CASES))
     publish(lines, a.out)
     return 0
 

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 
+from emitted_common import emit, knob
+
 LIGHTNING_CASES = {
     "ddp": ["strategy=ddp", "bucket_cap_mb=1"],
     "ddp fp16 hook": ["strategy=ddp", "comm_hook=fp16_compress"],
@@ -94,7 +96,6 @@ if trainer.global_rank == 0:
 # accelerator"): the emitted strategy is built and read back, not fitted.
 FSDP_CHECK = '''
 import json
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 policy = strategy.kwargs.get("auto_wrap_policy")
 units = sum(bool(policy(module=m, recurse=False, nonwrapped_numel=0)) for m in Tiny().modules()) + 1
 print("REPORT " + json.dumps({"strategy": type(strategy).__name__, "steps": 2, "world": 2,
@@ -103,27 +104,9 @@ print("REPORT " + json.dumps({"strategy": type(strategy).__name__, "steps": 2, "
 '''
 
 
-def emit(dtsim: str, target: str, axes: list[str], out: str) -> str:
-    cmd = [dtsim, "advise", "--model", "gpt2", "--gpus-per-node", "2", "--micro-batch", "2", "--emit", target,
-           "--emit-out", out]
-    for a in axes:
-        cmd += ["--axis", a]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    with open(out) as f:
-        return f.read()
-
-
-def knob(axes: list[str], key: str, default: str) -> str:
-    for a in axes:
-        k, _, v = a.partition("=")
-        if k == key:
-            return v
-    return default
-
-
 def run_lightning(dtsim: str, name: str, axes: list[str], d: str) -> str | None:
     """None when the case ran and reported the emitted settings, else what went wrong."""
-    code = emit(dtsim, "lightning", axes, os.path.join(d, "emitted.py"))
+    code = emit(dtsim, "lightning", axes)
     fsdp = knob(axes, "strategy", "ddp") == "fsdp"
     if fsdp:  # up to the Trainer, which needs a GPU for FSDP
         code = code[: code.index("trainer = Trainer(")]
@@ -168,7 +151,8 @@ def run_deepspeed(dtsim: str, stage: int, d: str) -> str | None:
     from deepspeed.runtime.config import DeepSpeedConfig
 
     path = os.path.join(d, f"ds{stage}.json")
-    emit(dtsim, "deepspeed", ["strategy=deepspeed", f"stage={stage}"], path)
+    with open(path, "w") as f:
+        f.write(emit(dtsim, "deepspeed", ["strategy=deepspeed", f"stage={stage}"]))
     if not dist.is_initialized():  # DeepSpeed's own communication layer, one gloo rank
         deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False,
                                    init_method="file://" + os.path.join(d, "store"), rank=0, world_size=1)

@@ -18,9 +18,10 @@ Exit 0: every case ran; 1: a case failed; 77: torch is not importable here
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
+
+from emitted_common import emit, knob
 
 CASES = {
     "ddp": ["strategy=ddp", "bucket_cap_mb=1"],
@@ -32,25 +33,6 @@ CASES = {
 # Not here: FSDP's CPUOffload(offload_params=True) pins host memory, which
 # needs CUDA ("Found no NVIDIA driver"); its emitted form differs only in
 # that argument, which the cases above check is passed through.
-
-
-def emitted(dtsim: str, axes: list[str]) -> str:
-    cmd = [dtsim, "advise", "--model", "gpt2", "--gpus-per-node", "2", "--micro-batch", "2", "--emit", "torch"]
-    for a in axes:
-        cmd += ["--axis", a]
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "emitted.py")
-        subprocess.run(cmd + ["--emit-out", out], check=True, capture_output=True, text=True)
-        with open(out) as f:
-            return f.read()
-
-
-def knob(axes: list[str], key: str, default: str) -> str:
-    for a in axes:
-        k, _, v = a.partition("=")
-        if k == key:
-            return v
-    return default
 
 
 def rank_main(rank: int, world: int, init: str, code: str, axes: list[str], errors) -> None:
@@ -127,7 +109,7 @@ def main() -> int:
     dtsim = sys.argv[1]
     failed = 0
     for name, axes in CASES.items():
-        code = emitted(dtsim, axes)
+        code = emit(dtsim, "torch", axes)
         with tempfile.TemporaryDirectory() as d:
             errors = mp.get_context("spawn").SimpleQueue()
             try:
