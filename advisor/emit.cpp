@@ -65,15 +65,6 @@ bool overlap_comm(const sim::Knobs& k) {
     return v == "auto" ? k.number("stage") == 3 : v == "true";
 }
 
-std::string lightning_precision(sim::Precision p) {
-    switch (p) {
-        case sim::Precision::bf16_mixed: return "bf16-mixed";
-        case sim::Precision::fp16_mixed: return "16-mixed";
-        case sim::Precision::fp32: break;
-    }
-    return "32-true";
-}
-
 std::string torch_dtype(const std::string& d) {
     if (d == "bf16") return "torch.bfloat16";
     if (d == "fp16") return "torch.float16";
@@ -82,9 +73,7 @@ std::string torch_dtype(const std::string& d) {
 
 // FSDP's MixedPrecision dtypes: "auto" is the --precision's 16-bit type (fp32 without).
 std::pair<std::string, std::string> fsdp_dtypes(const sim::Config& c, const sim::Knobs& k) {
-    const std::string automatic = c.precision == sim::Precision::bf16_mixed   ? "bf16"
-                                  : c.precision == sim::Precision::fp16_mixed ? "fp16"
-                                                                              : "fp32";
+    const std::string automatic(to_string(sim::compute_dtype(c.precision)));
     std::string param = k.text("param_dtype") == "auto" ? automatic : k.text("param_dtype");
     std::string reduce = k.text("reduce_dtype") == "auto" ? param : k.text("reduce_dtype");
     return {param, reduce};
@@ -207,8 +196,10 @@ std::string emit_deepspeed_json(const sim::Config& config) {
     j["train_micro_batch_size_per_gpu"] = c.micro_batch;
     j["gradient_accumulation_steps"] = c.grad_accum;
     j["train_batch_size"] = c.micro_batch * c.grad_accum * c.topology.world_size();
-    j["bf16"] = {{"enabled", c.precision == sim::Precision::bf16_mixed}};
-    j["fp16"] = {{"enabled", c.precision == sim::Precision::fp16_mixed}};
+    // DeepSpeed converts the model itself and keeps fp32 master weights under
+    // either 16-bit precision: Lightning's bf16-true and bf16-mixed emit the same.
+    j["bf16"] = {{"enabled", sim::compute_dtype(c.precision) == DType::bf16}};
+    j["fp16"] = {{"enabled", sim::compute_dtype(c.precision) == DType::fp16}};
     Json zero = Json::object();
     const bool pin = k.boolean("pin_memory");
     bool offloaded = false;
@@ -314,7 +305,7 @@ std::string emit_lightning(const sim::Config& config) {
         fmt::format("devices={}", c.topology.gpus_per_node),
         fmt::format("num_nodes={}", c.topology.nodes),
         "strategy=strategy",
-        fmt::format("precision=\"{}\"", lightning_precision(c.precision)),
+        fmt::format("precision=\"{}\"", sim::lightning_name(c.precision)),
         fmt::format("accumulate_grad_batches={}", c.grad_accum),
     };
     if (c.sync_batchnorm) trainer.push_back("sync_batchnorm=True");
@@ -332,6 +323,11 @@ std::string emit_torch(const sim::Config& config) {
         notes += "# precision: torch.autocast(\"cuda\", dtype=torch.bfloat16) around forward\n";
     else if (c.precision == sim::Precision::fp16_mixed)
         notes += "# precision: torch.autocast(\"cuda\", dtype=torch.float16) with torch.amp.GradScaler\n";
+    else if (!sim::autocast(c.precision) && c.precision != sim::Precision::fp32)
+        notes += fmt::format(
+            "# precision: model.to({}) before wrapping; no autocast, no GradScaler, optimizer state in {}\n",
+            torch_dtype(std::string(to_string(sim::compute_dtype(c.precision)))),
+            to_string(sim::compute_dtype(c.precision)));
     if (c.activation_checkpointing) notes += checkpoint_note(c);
     if (c.strategy == "ddp") {
         const Hook h = hook_of(k);

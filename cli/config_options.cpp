@@ -68,7 +68,9 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
     cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
         ->capture_default_str();
     cmd.add_option("--precision", o.precision,
-                   "fp32, fp16-mixed or bf16-mixed (torch.autocast; Lightning's 32-true and 16-mixed too)")
+                   "fp32, fp16-mixed or bf16-mixed (fp32 weights, torch.autocast), or fp16-true or bf16-true "
+                   "(the model converted: 16-bit weights, gradients and Adam state). Lightning's names work too: "
+                   "32-true, 16-mixed, bf16-mixed, 16-true, bf16-true")
         ->capture_default_str();
     cmd.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
     cmd.add_option("--attention", o.attention, "attention kernel: flash (SDPA, HF default) or eager")

@@ -30,7 +30,8 @@ namespace {
 // rest stay as given on the command line.
 constexpr std::array kPanelKnobs = {"bucket_cap_mb", "sharding_strategy", "stage"};
 
-const std::array kPrecisions = {sim::Precision::fp32, sim::Precision::fp16_mixed, sim::Precision::bf16_mixed};
+const std::array kPrecisions = {sim::Precision::fp32, sim::Precision::fp16_mixed, sim::Precision::bf16_mixed,
+                                sim::Precision::fp16_true, sim::Precision::bf16_true};
 
 QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
 

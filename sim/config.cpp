@@ -12,35 +12,60 @@ std::string_view to_string(Precision p) {
         case Precision::fp32: return "fp32";
         case Precision::fp16_mixed: return "fp16-mixed";
         case Precision::bf16_mixed: return "bf16-mixed";
+        case Precision::fp16_true: return "fp16-true";
+        case Precision::bf16_true: return "bf16-true";
+    }
+    return "?";
+}
+
+std::string_view lightning_name(Precision p) {
+    switch (p) {
+        case Precision::fp32: return "32-true";
+        case Precision::fp16_mixed: return "16-mixed";
+        case Precision::bf16_mixed: return "bf16-mixed";
+        case Precision::fp16_true: return "16-true";
+        case Precision::bf16_true: return "bf16-true";
     }
     return "?";
 }
 
 Precision precision_from_string(std::string_view s) {
-    for (auto p : {Precision::fp32, Precision::fp16_mixed, Precision::bf16_mixed})
-        if (to_string(p) == s) return p;
-    // Lightning's Trainer(precision=...) spellings with the same meaning.
-    if (s == "32-true") return Precision::fp32;
-    if (s == "16-mixed") return Precision::fp16_mixed;
-    // Lightning's "true" precisions convert the model itself (no fp32 master
-    // weights, optimizer state in the low precision): a different memory model.
-    if (s == "bf16-true" || s == "16-true" || s == "64-true")
-        throw ConfigError(fmt::format("precision '{}': Lightning's {} precision runs the whole model and its "
-                                      "optimizer state in {} with no fp32 master weights, which dtsim does not model "
-                                      "yet; use fp32, fp16-mixed or bf16-mixed (Lightning's 32-true, 16-mixed, "
-                                      "bf16-mixed)",
-                                      s, s, s == "64-true" ? "fp64" : s == "16-true" ? "fp16" : "bf16"));
-    throw ConfigError(unknown_name_message("precision", s, {"fp32", "fp16-mixed", "bf16-mixed"}) +
-                      " (Lightning's 32-true, 16-mixed and bf16-mixed are accepted too)");
+    constexpr Precision all[] = {Precision::fp32, Precision::fp16_mixed, Precision::bf16_mixed, Precision::fp16_true,
+                                 Precision::bf16_true};
+    for (auto p : all)
+        if (to_string(p) == s || lightning_name(p) == s) return p;
+    // Lightning's older spellings, which it maps to these.
+    if (s == "32") return Precision::fp32;
+    if (s == "16") return Precision::fp16_mixed;
+    if (s == "bf16") return Precision::bf16_mixed;
+    if (s == "64-true" || s == "64" || s == "fp64")
+        throw ConfigError(fmt::format(
+            "precision '{}': Lightning's 64-true trains in fp64, which no GPU preset or calibration prices (fp64 "
+            "GEMMs run at a fraction of the tensor-core rate) and Lightning refuses with FSDPStrategy and "
+            "DeepSpeedStrategy; use 32-true for full precision",
+            s));
+    throw ConfigError(
+        unknown_name_message("precision", s, {"fp32", "fp16-mixed", "bf16-mixed", "fp16-true", "bf16-true"}) +
+        " (Lightning's 32-true, 16-mixed, bf16-mixed, 16-true and bf16-true are accepted too)");
 }
 
 DType compute_dtype(Precision p) {
     switch (p) {
         case Precision::fp32: return DType::fp32;
-        case Precision::fp16_mixed: return DType::fp16;
-        case Precision::bf16_mixed: return DType::bf16;
+        case Precision::fp16_mixed:
+        case Precision::fp16_true: return DType::fp16;
+        case Precision::bf16_mixed:
+        case Precision::bf16_true: return DType::bf16;
     }
     return DType::fp32;
+}
+
+bool autocast(Precision p) {
+    return p == Precision::fp16_mixed || p == Precision::bf16_mixed;
+}
+
+DType parameter_dtype(Precision p) {
+    return autocast(p) ? DType::fp32 : compute_dtype(p);
 }
 
 std::string_view to_string(OptimizerKind o) {

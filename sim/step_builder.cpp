@@ -244,7 +244,7 @@ std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     // parameter in one fused pass (strategy-semantics.md §8). torch's foreach
     // and for-loop run it as seven ops (adam.py): lerp_ 12 B, mul_ 8, addcmul_ 12,
     // sqrt 8, div 8, add_ 8, addcdiv_ 16: 72 B. Plain SGD: 12 B either way.
-    std::int64_t bytes = p.elements * (!adam ? 12 : fused ? 28 : 72);
+    std::int64_t bytes = p.elements * (!adam ? 12 : fused ? 28 : 72) / 4 * p.element_bytes;
     // The unfused ops and the tensor lists each takes (its multi_tensor_apply
     // depth): Adam's seven as listed above; SGD's one add_ of the gradients.
     static constexpr int kAdamDepths[] = {2, 1, 3, 2, 1, 1, 3};
@@ -277,7 +277,8 @@ std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     // allocator blocks.
     if (adam && !fused) {
         const std::int64_t temp =
-            p.impl == OptimizerImpl::foreach ? 4 * p.elements : 3 * 4 * (p.largest > 0 ? p.largest : p.elements);
+            p.element_bytes *
+            (p.impl == OptimizerImpl::foreach ? p.elements : 3 * (p.largest > 0 ? p.largest : p.elements));
         plan_.alloc(MemCategory::other, temp);
         plan_.release(MemCategory::other, temp);
     }

@@ -18,7 +18,6 @@ namespace dtsim::sim {
 namespace {
 
 constexpr std::int64_t MiB = 1024 * 1024;
-constexpr std::int64_t kGradBytes = 4;  // fp32 parameters (AMP keeps them fp32), so fp32 gradients
 
 // Parameter indices in the order their gradients become ready: layers in
 // reverse, a layer's parameters last-defined first (bias before weight).
@@ -71,8 +70,11 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
     const bool find_unused = knobs.boolean("find_unused_parameters");
     const bool static_graph = knobs.boolean("static_graph");
     std::vector<BucketTensor> tensors;
+    // Buckets hold gradients in the parameters' dtype: fp32 under autocast,
+    // 16-bit under Lightning's "true" precisions.
+    const DType grad_dtype = parameter_dtype(config.precision);
     auto tensor = [&](int index) {
-        return BucketTensor{index, params[static_cast<std::size_t>(index)].numel * kGradBytes, DType::fp32};
+        return BucketTensor{index, params[static_cast<std::size_t>(index)].numel * dtype_bytes(grad_dtype), grad_dtype};
     };
 
     if (find_unused && !static_graph) {
@@ -111,6 +113,14 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
     const int micro_steps = config.grad_accum;
     const OptimizerImpl impl = torch_optimizer_impl(knobs);
+    // Parameters, gradients and Adam's moments: fp32, as autocast keeps them, or
+    // 16-bit under the "true" precisions.
+    const std::int64_t element_bytes = dtype_bytes(parameter_dtype(config.precision));
+    if (element_bytes != 4 && knobs.text("comm_hook") != "allreduce")
+        throw ConfigError(fmt::format(
+            "--set comm_hook={} with precision {}: the hooks are modelled over fp32 buckets, and under a \"true\" "
+            "precision the gradients already are {}; use comm_hook=allreduce or a mixed precision",
+            knobs.text("comm_hook"), to_string(config.precision), to_string(parameter_dtype(config.precision))));
 
     Plan plan;
     const std::size_t expected_tasks =
@@ -137,7 +147,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         std::int64_t bytes = 0;
         for (int p : buckets[b]) {
             ready_layer[b] = std::min(ready_layer[b], params[static_cast<std::size_t>(p)].layer);
-            bytes += params[static_cast<std::size_t>(p)].numel * kGradBytes;
+            bytes += params[static_cast<std::size_t>(p)].numel * element_bytes;
         }
         plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
         hook_buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
@@ -148,14 +158,14 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     HookContext hook_ctx{step, knobs, nccl, world, micro_steps - 1, shapes, config.iteration};
 
     const std::int64_t psi = w.param_count();
-    plan.resident[static_cast<int>(MemCategory::parameters)] = psi * 4;
+    plan.resident[static_cast<int>(MemCategory::parameters)] = psi * element_bytes;
     plan.resident[static_cast<int>(MemCategory::optimizer_states)] =
-        config.optimizer == OptimizerKind::adam ? psi * 8 : 0;
+        config.optimizer == OptimizerKind::adam ? psi * 2 * element_bytes : 0;
     // gradient_as_bucket_view: .grad are views into the buckets, which live across steps (§1.5).
     if (as_view)
-        plan.resident[static_cast<int>(MemCategory::gradients)] = psi * kGradBytes;
+        plan.resident[static_cast<int>(MemCategory::gradients)] = psi * element_bytes;
     else
-        plan.resident[static_cast<int>(MemCategory::buckets)] = psi * kGradBytes;
+        plan.resident[static_cast<int>(MemCategory::buckets)] = psi * element_bytes;
     if (hook.value.resident_bytes)
         plan.resident[static_cast<int>(MemCategory::error_feedback)] =
             hook.value.resident_bytes(hook_ctx, hook_buckets);
@@ -186,7 +196,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         }
         std::size_t next_bucket = 0;
         for (int li = step.layers() - 1; li >= 0; --li) {
-            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(li)].param_count() * kGradBytes;
+            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(li)].param_count() * element_bytes;
             const std::int32_t search[] = {li == step.layers() - 1 ? graph_search : -1};
             // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
             backward_task[static_cast<std::size_t>(li)] =
@@ -218,14 +228,17 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     // finalize_backward waits for every bucket, then copies buckets back into .grad
     // unless the gradients already are bucket views (§1.3, §1.5).
     std::vector<std::int32_t> step_deps = reduced;
-    if (!as_view) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * kGradBytes, 0, reduced, last)};
+    if (!as_view) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * element_bytes, 0, reduced, last)};
     std::int64_t largest = 0;
     for (const auto& p : params) largest = std::max(largest, p.numel);
-    std::int32_t done = step.optimizer_step(
-        {.elements = psi, .tensors = static_cast<std::int64_t>(params.size()), .largest = largest, .impl = impl},
-        step_deps, last);
+    std::int32_t done = step.optimizer_step({.elements = psi,
+                                             .tensors = static_cast<std::int64_t>(params.size()),
+                                             .largest = largest,
+                                             .impl = impl,
+                                             .element_bytes = element_bytes},
+                                            step_deps, last);
     // zero_grad(set_to_none=True) frees the gradients after the step.
-    if (!as_view) plan.release(MemCategory::gradients, psi * kGradBytes);
+    if (!as_view) plan.release(MemCategory::gradients, psi * element_bytes);
     if (distributed && hook.value.after_step) done = hook.value.after_step(hook_ctx, done);
     return plan;
 }

@@ -95,6 +95,10 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     const DType reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), param_dtype);
     const std::int64_t param_bytes = dtype_bytes(param_dtype);
     const std::int64_t reduce_bytes = dtype_bytes(reduce_dtype);
+    // The flat parameter's own dtype, which its shard, gradient shard and Adam's
+    // moments keep: fp32, or 16-bit when Lightning's "true" precision converted
+    // the model before wrapping it.
+    const std::int64_t shard_bytes = dtype_bytes(parameter_dtype(config.precision));
 
     Plan plan;
     const auto& topo = config.topology;
@@ -152,12 +156,12 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     // CPUOffload(offload_params=True) (§3.6), which also pins a gradient shard
     // there for good (`_cpu_grad`). On the device the fp32 gradient shard exists
     // only from each unit's reduction to zero_grad (see `reduce`).
-    const std::int64_t model_states[] = {4 * shard_total,
-                                         config.optimizer == OptimizerKind::adam ? 8 * shard_total : 0};
+    const std::int64_t model_states[] = {shard_bytes * shard_total,
+                                         config.optimizer == OptimizerKind::adam ? 2 * shard_bytes * shard_total : 0};
     const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::optimizer_states};
     for (int i = 0; i < 2; ++i)
         plan.resident[static_cast<std::size_t>(offload ? MemCategory::host : model_categories[i])] += model_states[i];
-    if (offload) plan.resident[static_cast<std::size_t>(MemCategory::host)] += 4 * shard_total;
+    if (offload) plan.resident[static_cast<std::size_t>(MemCategory::host)] += shard_bytes * shard_total;
 
     // _FreeEventQueue (§3.5): each free of unsharded parameters enqueues the task
     // after which they are freed; before an all-gather is issued, when two frees
@@ -181,15 +185,15 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         std::int32_t ready = issue_after;
         if (offload) {
             const std::int32_t deps[] = {issue_after};
-            ready = step.copy(Transfer::h2d, 4 * un.shard, h2d_stream, deps, m);
+            ready = step.copy(Transfer::h2d, shard_bytes * un.shard, h2d_stream, deps, m);
             plan.tasks.back().bucket = u;
-            plan.alloc(MemCategory::gathered, 4 * un.shard);
+            plan.alloc(MemCategory::gathered, shard_bytes * un.shard);
         }
         const std::int32_t deps[] = {ready, limiter()};
         const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
                                                     shard_group_stream, deps, m, u, param_dtype);
         plan.alloc(MemCategory::gathered, un.padded * param_bytes);
-        if (offload) plan.release(MemCategory::gathered, 4 * un.shard);
+        if (offload) plan.release(MemCategory::gathered, shard_bytes * un.shard);
         unsharded[static_cast<std::size_t>(u)] = 1;
         return gather;
     };
@@ -221,9 +225,10 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             return;
         }
         shard_held[static_cast<std::size_t>(u)] = 1;
-        grad_shards += 4 * un.shard;
-        if (!sharded && full == 4 * un.shard) return;  // NO_SHARD in fp32: the gradient itself is kept
-        plan.alloc(MemCategory::gradients, 4 * un.shard);
+        grad_shards += shard_bytes * un.shard;
+        if (!sharded && full == shard_bytes * un.shard)
+            return;  // NO_SHARD, reduced in its own dtype: the gradient itself is kept
+        plan.alloc(MemCategory::gradients, shard_bytes * un.shard);
         plan.release(MemCategory::gradients, full);
     };
 
@@ -260,7 +265,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         if (offload) {
             // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
             const std::int32_t deps[] = {done};
-            done = step.copy(Transfer::d2h, 4 * un.shard, d2h_stream, deps, m);
+            done = step.copy(Transfer::d2h, shard_bytes * un.shard, d2h_stream, deps, m);
             plan.tasks.back().bucket = u;
         }
         reduced.push_back(done);
@@ -390,7 +395,8 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         step.optimizer_step({.elements = shard_total,
                              .tensors = std::max<std::int64_t>(tensors, 1),
                              .largest = largest,
-                             .impl = torch_optimizer_impl(knobs)},
+                             .impl = torch_optimizer_impl(knobs),
+                             .element_bytes = shard_bytes},
                             reduced, last);
         plan.release(MemCategory::gradients, grad_shards);  // zero_grad(set_to_none=True)
     }
@@ -399,7 +405,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     // Lightning's FSDPStrategy and torch's FullyShardedDataParallel differ in
     // their defaults (docs/notes/library-memory-rules.md §2).
     if (knobs.text("frontend") == "lightning") {
-        const bool mixed = config.precision != Precision::fp32;
+        const bool mixed = autocast(config.precision);
         plan.notes.push_back(fmt::format(
             "Lightning FSDPStrategy, as Lightning >= 2.6 builds it: {}; MixedPrecision(param_dtype={}, "
             "reduce_dtype={}){}.{}",

@@ -93,7 +93,7 @@ TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit")
         {"simulate --model gpt2 --micro-batch 0", "--micro-batch", 2},
         {"simulate --model gpt2 --precision fp8", "bf16-mixed", 2},
         // Lightning's "true" precisions: a clear refusal that says what to use instead.
-        {"simulate --model gpt2 --precision bf16-true", "no fp32 master weights", 2},
+        {"simulate --model gpt2 --precision 64-true", "fp64", 2},
         {"simulate --model gpt2-xl --micro-batch 512", "does not fit", 3},
         {"simulate --model gpt2 --hardware missing.json", "missing.json", 2},
     };

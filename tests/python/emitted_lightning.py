@@ -35,6 +35,7 @@ from emitted_common import emit, knob
 LIGHTNING_CASES = {
     "ddp": ["strategy=ddp", "bucket_cap_mb=1"],
     "ddp fp16 hook": ["strategy=ddp", "comm_hook=fp16_compress"],
+    "ddp bf16-true": ["strategy=ddp", "precision=bf16-true"],
     "fsdp shard grad op": ["strategy=fsdp", "sharding_strategy=SHARD_GRAD_OP"],
 }
 DEEPSPEED_STAGES = [1, 2, 3]
@@ -88,7 +89,8 @@ if trainer.global_rank == 0:
     s = trainer.strategy
     report = {"strategy": type(s).__name__, "steps": trainer.global_step, "world": trainer.world_size,
               "bucket_cap_mb": s._ddp_kwargs.get("bucket_cap_mb"),
-              "hook": getattr(s._ddp_comm_hook, "__name__", None), "bucket_bytes_cap": module.bucket_bytes_cap}
+              "hook": getattr(s._ddp_comm_hook, "__name__", None), "bucket_bytes_cap": module.bucket_bytes_cap,
+              "precision": str(trainer.precision), "param_dtype": str(next(module.parameters()).dtype)}
     print("REPORT " + json.dumps(report))
 '''
 
@@ -135,6 +137,13 @@ def run_lightning(dtsim: str, name: str, axes: list[str], d: str) -> str | None:
         want_hook = {"allreduce": None, "fp16_compress": "fp16_compress_hook"}[knob(axes, "comm_hook", "allreduce")]
         if rep["hook"] != want_hook:
             problems.append(f"hook {rep['hook']}, emitted {want_hook}")
+        # Lightning's precision as dtsim names it, and what it did to the parameters.
+        want_precision = knob(axes, "precision", "32-true")
+        if rep["precision"] != want_precision:
+            problems.append(f"precision {rep['precision']}, emitted {want_precision}")
+        want_dtype = "torch.bfloat16" if want_precision == "bf16-true" else "torch.float32"
+        if rep["param_dtype"] != want_dtype:
+            problems.append(f"parameters in {rep['param_dtype']}, expected {want_dtype}")
     else:
         if rep["sharding_strategy"] != knob(axes, "sharding_strategy", "FULL_SHARD"):
             problems.append(f"sharding {rep['sharding_strategy']}")

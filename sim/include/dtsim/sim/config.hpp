@@ -13,10 +13,21 @@
 
 namespace dtsim::sim {
 
-enum class Precision : std::uint8_t { fp32, fp16_mixed, bf16_mixed };
+// Lightning's precisions (strategy-semantics.md §6). The mixed ones keep fp32
+// parameters, gradients and optimizer state and compute under torch.autocast;
+// the "true" ones convert the model itself: parameters, gradients and torch's
+// optimizer state in the 16-bit dtype, no autocast, no fp32 master copy, no
+// GradScaler. DeepSpeed keeps its fp32 master copy under either.
+enum class Precision : std::uint8_t { fp32, fp16_mixed, bf16_mixed, fp16_true, bf16_true };
 std::string_view to_string(Precision p);
-Precision precision_from_string(std::string_view s);  // "fp32", "fp16-mixed", "bf16-mixed"
-DType compute_dtype(Precision p);                     // dtype of activations and GEMMs
+// dtsim's names ("fp32", "fp16-mixed", "bf16-mixed", "fp16-true", "bf16-true")
+// and Lightning's ("32-true", "16-mixed", "16-true", ...); "64-true" is refused
+// with the reason.
+Precision precision_from_string(std::string_view s);
+DType compute_dtype(Precision p);              // dtype of activations and GEMMs
+bool autocast(Precision p);                    // the mixed precisions
+DType parameter_dtype(Precision p);            // what torch's parameters, gradients and optimizer state are stored in
+std::string_view lightning_name(Precision p);  // Trainer(precision=...)
 
 enum class OptimizerKind : std::uint8_t { adam, sgd };
 std::string_view to_string(OptimizerKind o);

@@ -71,18 +71,22 @@ public:
         std::int64_t tensors = 1;  // parameter tensors (flat parameters under FSDP and ZeRO)
         std::int64_t largest = 0;  // elements of the largest tensor (0: all of them)
         OptimizerImpl impl = OptimizerImpl::fused;
+        // Bytes of one element of the parameters, gradients and moments: 4, or 2
+        // under Lightning's "true" 16-bit precisions.
+        std::int64_t element_bytes = 4;
     };
-    // The optimizer step on the device. Adam moves 28 B per parameter fused and
-    // 72 B as torch's foreach and for-loop run it (seven ops); foreach holds a
+    // The optimizer step on the device. Adam moves 28 B per fp32 parameter fused
+    // and 72 B as torch's foreach and for-loop run it (seven ops); foreach holds a
     // temporary of every parameter, the for-loop up to three of the largest tensor.
-    // SGD moves 12 B. fp16 adds GradScaler's unscale pass over the gradients.
+    // SGD moves 12 B. Half of each in 16-bit. fp16-mixed adds GradScaler's unscale
+    // pass over the gradients.
     std::int32_t optimizer_step(const Optimized& p, Deps deps, int m);
 
     bool checkpointed(int layer) const;
     // Strategies whose model already is in the compute dtype (DeepSpeed bf16/fp16)
     // run without torch.autocast and make no low-precision weight copies.
     void set_autocast(bool on) { autocast_ = on; }
-    bool mixed_precision() const { return c_.precision != Precision::fp32; }
+    bool mixed_precision() const { return autocast(c_.precision); }
 
 private:
     std::int32_t add(Task t, Deps deps);
