@@ -76,8 +76,9 @@ bool should_refresh(const std::string& mode, const calib::Calibration& cal, int 
 
 void print_validation_table(const ValidateOptions& o, const calib::Calibration& cal, int size, bool refresh,
                             const std::vector<Result>& results) {
-    fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{})\n\n", o.config.model, size,
-               size == 1 ? "" : "s", cal.name, cal.provenance.source, refresh ? ", refreshed around each run" : "");
+    fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{}), executed over {}\n\n",
+               o.config.model, size, size == 1 ? "" : "s", cal.name, cal.provenance.source,
+               refresh ? ", refreshed around each run" : "", runtime::to_string(profiler::transport_of(cal)));
     fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
                "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
     for (const auto& [strategy, mode, c] : results)
@@ -151,6 +152,9 @@ void run_validate(ValidateOptions o) {
             eo.steps = o.steps;
             // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
             eo.mode = executor::Mode::replay;
+            // Over the transport the calibration priced: a gloo calibration is
+            // compared with gloo's collectives, not MPI's.
+            eo.transport = profiler::transport_of(cal);
             const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
             std::optional<sim::SimResult> predicted_after;
             if (bracket) {
@@ -170,6 +174,7 @@ void run_validate(ValidateOptions o) {
             Json j = {{"model", o.config.model},
                       {"world_size", size},
                       {"hardware", cal.name},
+                      {"transport", runtime::to_string(profiler::transport_of(cal))},
                       {"refreshed", refresh},
                       {"results", Json::array()}};
             for (const auto& r : results) {

@@ -15,6 +15,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["world_size"] == 2, j
 assert j["refreshed"] is True, j  # a CPU calibration measured here is refreshed by default
+assert j["transport"] == "mpi", j  # the quick calibration's own transport
 assert [r["strategy"] for r in j["results"]] == ["ddp", "fsdp", "deepspeed_stage_2"], j
 for r in j["results"]:
     assert r["measured_step_time_s"] > 0 and r["predicted_step_time_s"] > 0, r
@@ -29,3 +30,10 @@ if timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 -
 fi
 cat refused.err
 grep -q -- "--refresh on: calibration 'h100-sxm' cannot be refreshed here" refused.err
+
+# A gloo calibration is compared with gloo's collectives, as it priced them.
+timeout 60 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --out gloo.json
+timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
+  --hardware gloo.json --refresh off > gloo.out
+cat gloo.out
+grep -q "executed over gloo" gloo.out
