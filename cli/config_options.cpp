@@ -43,7 +43,7 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
         cmd.add_option("--model,-m", o.model,
                        "model: " + names_list(models::model_names()) +
                            " (see `dtsim models`), or a HuggingFace config.json or the directory holding one "
-                           "(llama, mistral, qwen2, mixtral, qwen2_moe, gpt2)");
+                           "(llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, qwen2_moe, gpt2, gpt_neox, falcon)");
     if (model_required) model->required();
     cmd.add_option("--hardware", o.hardware, "hardware preset (see `dtsim hardware`) or a calibration JSON file")
         ->capture_default_str();

@@ -46,7 +46,8 @@ void add_models_command(CLI::App& app) {
         fmt::print(
             "\nTraining FLOPs per token = forward + backward at the default sequence length, micro-batch 1 "
             "(about 6 x parameters, plus attention).\n"
-            "Any HuggingFace model of type llama, mistral, qwen2, mixtral, qwen2_moe or gpt2: --model "
+            "Any HuggingFace model of type llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, qwen2_moe, gpt2, "
+            "gpt_neox or falcon: --model "
             "path/to/config.json (or the "
             "directory holding it).\n");
     });

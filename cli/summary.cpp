@@ -130,7 +130,22 @@ std::string does_not_fit_message(const sim::SimResult& r, const sim::Config& con
     if (at_peak(MemCategory::buckets) > 0)
         tries.push_back(fmt::format("--set gradient_as_bucket_view=true (up to {} less)",
                                     format_bytes(at_peak(MemCategory::buckets))));
-    tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
+    if (!config.activation_checkpointing && at_peak(MemCategory::activations) > 0)
+        tries.push_back("--activation-checkpointing");
+    // The next lever for model states: shard them, or shard over more GPUs, or offload.
+    const auto knob = [&](const std::string& key) {
+        for (const auto& [k, v] : config.knobs)
+            if (k == key) return v;
+        return std::string();
+    };
+    if (config.strategy == "ddp")
+        tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
+    else if (config.strategy == "deepspeed" && knob("stage") != "3")
+        tries.push_back("--set stage=3 (ZeRO-3 shards the parameters too)");
+    else
+        tries.push_back(fmt::format("more GPUs to shard over (--nodes), or {}", config.strategy == "fsdp"
+                                                                                    ? "--set cpu_offload=true"
+                                                                                    : "--set offload_optimizer=cpu"));
     return fmt::format(
         "does not fit: {} with --micro-batch {} needs {} per GPU but the {} has {} usable (over by {}; "
         "{}). Try {}.",

@@ -88,7 +88,9 @@ struct Gpt2Config {
     std::int64_t positions = 1024;
 };
 
-// The Llama family's layout (LlamaForCausalLM; Mistral and Qwen2 share it).
+// The Llama family's layout (LlamaForCausalLM; Mistral, Qwen2, Gemma, Gemma-2
+// and Phi-3 share it up to the flags below). Gemma's GeGLU MLP is priced as
+// the SwiGLU kernels: the same tensors and kernel count.
 struct LlamaConfig {
     std::int64_t hidden = 4096;
     std::int64_t layers = 32;
@@ -101,6 +103,14 @@ struct LlamaConfig {
     bool qkv_bias = false;         // q, k and v projections with bias (Qwen2; Llama's attention_bias)
     bool o_bias = false;           // o_proj with bias (Llama's attention_bias)
     bool tied_embeddings = false;  // lm_head shares embed_tokens.weight (tie_word_embeddings)
+    // Phi-3: q, k and v as one qkv_proj, gate and up as one gate_up_proj
+    // (defined after o_proj: o_proj, qkv_proj, gate_up_proj, down_proj).
+    bool fused_projections = false;
+    // Gemma-2: RMSNorms after attention and around the MLP too
+    // (pre_feedforward_layernorm, post_feedforward_layernorm).
+    bool sandwich_norms = false;
+    // Gemma: the embeddings scaled by sqrt(hidden) in forward.
+    bool scaled_embeddings = false;
     // A mixture of experts in every layer's MLP (Mixtral, Qwen2-MoE); 0: dense.
     std::int64_t experts = 0;
     std::int64_t experts_per_token = 0;
@@ -108,9 +118,28 @@ struct LlamaConfig {
     std::int64_t shared_expert_intermediate = 0;  // Qwen2-MoE's shared expert (0: none, Mixtral)
 };
 
+// GPT-NeoX and Falcon (neox.cpp): LayerNorms with bias, a fused
+// query_key_value, a plain GELU MLP, attention beside the MLP or before it.
+struct NeoxConfig {
+    enum class Family : std::uint8_t { gpt_neox, falcon };
+    Family family = Family::gpt_neox;
+    std::int64_t hidden = 768;
+    std::int64_t layers = 12;
+    std::int64_t heads = 12;
+    std::int64_t kv_heads = 12;  // Falcon: 1 (multi_query) or num_kv_heads (new_decoder_architecture)
+    std::int64_t intermediate = 3072;
+    std::int64_t vocab = 50304;
+    std::int64_t positions = 2048;
+    bool attention_bias = true;  // query_key_value and dense
+    bool mlp_bias = true;        // dense_h_to_4h and dense_4h_to_h
+    int norms = 2;               // LayerNorms per layer: 2, or 1 shared by attention and MLP (Falcon-7B)
+    bool parallel = true;        // x + attention(ln(x)) + mlp(ln(x)) (use_parallel_residual, parallel_attn)
+    bool tied_embeddings = false;
+};
+
 // A model read from a HuggingFace config.json (hf_config.cpp).
 struct HfModel {
-    std::variant<Gpt2Config, LlamaConfig> config;
+    std::variant<Gpt2Config, LlamaConfig, NeoxConfig> config;
     std::string description;
 };
 // True when `--model` names a .json file or a directory (a HuggingFace model's).
@@ -148,6 +177,8 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& config, std::int6
                     DType activation_dtype, AttentionImpl attention);
 Workload build_llama(const std::string& name, const LlamaConfig& config, std::int64_t micro_batch, std::int64_t seq_len,
                      DType activation_dtype, AttentionImpl attention);
+Workload build_neox(const std::string& name, const NeoxConfig& config, std::int64_t micro_batch, std::int64_t seq_len,
+                    DType activation_dtype, AttentionImpl attention);
 // Images, not sequences: the workload's seq_len is 1.
 Workload build_resnet(const std::string& name, const ResNetConfig& config, std::int64_t micro_batch,
                       DType activation_dtype);

@@ -150,22 +150,27 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     namespace fpe = flops_per_element;
     // Parameter tensors per decoder layer, in model.parameters() order: q, k,
     // v (each weight, then bias with qkv_bias), o (weight, bias with o_bias),
-    // gate, up, down, input_layernorm, post_attention_layernorm.
+    // gate, up, down, input_layernorm, post_attention_layernorm (Gemma-2: then
+    // pre_ and post_feedforward_layernorm). Phi-3: o, qkv, gate_up, down, norms.
+    const bool fused = c.fused_projections;
     const int qkv = c.qkv_bias ? 2 : 1;
-    const int o_at = 3 * qkv;
-    const int mlp_at = o_at + (c.o_bias ? 2 : 1);
-    // The MLP's tensors: gate, up, down; a mixture of experts: the router,
-    // each expert's three, and Qwen2-MoE's shared expert (three) and its gate.
+    const int o_at = fused ? 0 : 3 * qkv;
+    const int qkv_at = fused ? 1 : 0;
+    const int mlp_at = fused ? 2 : o_at + (c.o_bias ? 2 : 1);
+    // The MLP's tensors: gate, up, down (Phi-3: gate_up, down); a mixture of
+    // experts: the router, each expert's three, and Qwen2-MoE's shared expert
+    // (three) and its gate.
     const bool moe = c.experts > 0;
     const bool shared = c.shared_expert_intermediate > 0;
-    const int mlp_params = moe ? 1 + 3 * static_cast<int>(c.experts) + (shared ? 4 : 0) : 3;
+    const int mlp_params = moe ? 1 + 3 * static_cast<int>(c.experts) + (shared ? 4 : 0) : fused ? 2 : 3;
     const int norms_at = mlp_at + mlp_params;
-    const int per_layer = norms_at + 2;
+    const int per_layer = norms_at + (c.sandwich_norms ? 4 : 2);
 
     {
         LayerBuilder lb("embed_tokens", -1, dtype);
         lb.param("embed_tokens.weight", {c.vocab, h}, 0);
         add_embedding(lb, "embed_tokens", T, h);
+        if (c.scaled_embeddings) lb.elementwise("embed_scale", 2 * T * h * dt, fpe::mul * d(T * h));
         lb.save(8 * T);
         w.layers.push_back(std::move(lb).finish());
     }
@@ -180,27 +185,35 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             add_rms_norm(lb, "input_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
-        {
-            LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
-            lb.param(p + "self_attn.q_proj.weight", {qd, h}, base + 0);
-            if (c.qkv_bias) lb.param(p + "self_attn.q_proj.bias", {qd}, base + 1);
-            lb.linear("q_proj", T, qd, h);
+        if (fused) {
+            LayerBuilder lb(p + "self_attn.qkv_proj", blk, dtype);
+            lb.param(p + "self_attn.qkv_proj.weight", {qd + 2 * kvd, h}, base + qkv_at);
+            lb.linear("qkv_proj", T, qd + 2 * kvd, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
-        }
-        {
-            LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
-            lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + qkv);
-            if (c.qkv_bias) lb.param(p + "self_attn.k_proj.bias", {kvd}, base + qkv + 1);
-            lb.linear("k_proj", T, kvd, h);
-            w.layers.push_back(std::move(lb).finish());
-        }
-        {
-            LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
-            lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2 * qkv);
-            if (c.qkv_bias) lb.param(p + "self_attn.v_proj.bias", {kvd}, base + 2 * qkv + 1);
-            lb.linear("v_proj", T, kvd, h);
-            w.layers.push_back(std::move(lb).finish());
+        } else {
+            {
+                LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
+                lb.param(p + "self_attn.q_proj.weight", {qd, h}, base + 0);
+                if (c.qkv_bias) lb.param(p + "self_attn.q_proj.bias", {qd}, base + 1);
+                lb.linear("q_proj", T, qd, h);
+                lb.save(T * h * dt);
+                w.layers.push_back(std::move(lb).finish());
+            }
+            {
+                LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
+                lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + qkv);
+                if (c.qkv_bias) lb.param(p + "self_attn.k_proj.bias", {kvd}, base + qkv + 1);
+                lb.linear("k_proj", T, kvd, h);
+                w.layers.push_back(std::move(lb).finish());
+            }
+            {
+                LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
+                lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2 * qkv);
+                if (c.qkv_bias) lb.param(p + "self_attn.v_proj.bias", {kvd}, base + 2 * qkv + 1);
+                lb.linear("v_proj", T, kvd, h);
+                w.layers.push_back(std::move(lb).finish());
+            }
         }
         {
             LayerBuilder lb(p + "self_attn.core", blk, dtype);
@@ -234,30 +247,51 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             add_rms_norm(lb, "post_attention_layernorm", T, h);
             w.layers.push_back(std::move(lb).finish());
         }
+        if (c.sandwich_norms) {
+            LayerBuilder lb(p + "pre_feedforward_layernorm", blk, dtype);
+            lb.param(p + "pre_feedforward_layernorm.weight", {h}, base + norms_at + 2);
+            add_rms_norm(lb, "pre_feedforward_layernorm", T, h);
+            w.layers.push_back(std::move(lb).finish());
+        }
         if (moe) {
             add_moe(w, c, p, blk, base + mlp_at, T, dtype);
             continue;
         }
-        {
-            LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
-            lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + mlp_at);
-            lb.linear("gate_proj", T, inter, h);
+        if (fused) {
+            LayerBuilder lb(p + "mlp.gate_up_proj", blk, dtype);
+            lb.param(p + "mlp.gate_up_proj.weight", {2 * inter, h}, base + mlp_at);
+            lb.linear("gate_up_proj", T, 2 * inter, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
-        }
-        {
-            LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
-            lb.param(p + "mlp.up_proj.weight", {inter, h}, base + mlp_at + 1);
-            lb.linear("up_proj", T, inter, h);
-            w.layers.push_back(std::move(lb).finish());
+        } else {
+            {
+                LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
+                lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + mlp_at);
+                lb.linear("gate_proj", T, inter, h);
+                lb.save(T * h * dt);
+                w.layers.push_back(std::move(lb).finish());
+            }
+            {
+                LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
+                lb.param(p + "mlp.up_proj.weight", {inter, h}, base + mlp_at + 1);
+                lb.linear("up_proj", T, inter, h);
+                w.layers.push_back(std::move(lb).finish());
+            }
         }
         {
             LayerBuilder lb(p + "mlp.down_proj", blk, dtype);
-            lb.param(p + "mlp.down_proj.weight", {h, inter}, base + mlp_at + 2);
+            lb.param(p + "mlp.down_proj.weight", {h, inter}, base + mlp_at + (fused ? 1 : 2));
             add_swiglu(lb, T * inter);
             lb.linear("down_proj", T, h, inter);
-            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            if (!c.sandwich_norms) lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
             lb.save(4 * T * inter * dt);
+            w.layers.push_back(std::move(lb).finish());
+        }
+        if (c.sandwich_norms) {
+            LayerBuilder lb(p + "post_feedforward_layernorm", blk, dtype);
+            lb.param(p + "post_feedforward_layernorm.weight", {h}, base + norms_at + 3);
+            add_rms_norm(lb, "post_feedforward_layernorm", T, h);
+            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
             w.layers.push_back(std::move(lb).finish());
         }
     }

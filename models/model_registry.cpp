@@ -39,8 +39,15 @@ NamedModel llama(LlamaConfig c) {
             }};
 }
 
+NamedModel neox(NeoxConfig c) {
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
+                return build_neox(name, c, b, s, dt, at);
+            }};
+}
+
 NamedModel hf_model(const HfModel& m) {
     if (const auto* g = std::get_if<Gpt2Config>(&m.config)) return gpt2(*g);
+    if (const auto* n = std::get_if<NeoxConfig>(&m.config)) return neox(*n);
     return llama(std::get<LlamaConfig>(m.config));
 }
 

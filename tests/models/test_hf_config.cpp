@@ -41,7 +41,9 @@ TEST_CASE("HuggingFace config.json models have the published parameter counts") 
                                                    {"llama3-70b", 70'553'706'496},
                                                    {"mistral-7b", 7'241'732'096},
                                                    {"qwen2-7b", 7'615'616'512},
-                                                   {"mixtral-8x7b", 46'702'792'704}}) {
+                                                   {"mixtral-8x7b", 46'702'792'704},
+                                                   {"gemma2-9b", 9'241'705'984},
+                                                   {"phi3-mini", 3'821'079'552}}) {
         INFO(e.dir);
         CHECK(build(hf(e.dir)).param_count() == e.params);  // the file
         CHECK(build(e.dir).param_count() == e.params);      // the built-in name, from the same file
@@ -49,6 +51,38 @@ TEST_CASE("HuggingFace config.json models have the published parameter counts") 
     // A directory holding a config.json; the built-in gpt2 and the one read from its config are the same model.
     CHECK(build(gpt2_dir).param_count() == 124'439'808);
     CHECK(build(gpt2_dir + "/config.json").param_count() == build("gpt2").param_count());
+}
+
+// Gemma, Gemma-2, Phi-3, GPT-NeoX and Falcon: tests/data/hf/README.md gives
+// each count's source. Falcon's is transformers' num_parameters(), lm_head
+// tied to the embeddings; the Hub's totals count the copy its checkpoints store.
+TEST_CASE("HuggingFace gemma, gemma2, phi3, gpt_neox and falcon configs have the published parameter counts") {
+    struct Expected {
+        const char* dir;
+        std::int64_t params;
+    };
+    for (const Expected& e : std::vector<Expected>{{"gemma-2b", 2'506'172'416},
+                                                   {"gemma-7b", 8'537'680'896},
+                                                   {"gemma-2-2b", 2'614'341'888},
+                                                   {"gemma-2-9b-it", 9'241'705'984},
+                                                   {"Phi-3-medium-4k-instruct", 13'960'238'080},
+                                                   {"pythia-160m", 162'322'944},
+                                                   {"gpt-neox-20b", 20'554'567'680},
+                                                   {"falcon-7b-instruct", 6'921'720'704},
+                                                   {"falcon-40b", 41'303'293'952}}) {
+        INFO(e.dir);
+        const Workload w = build(std::string(DTSIM_SOURCE_DIR) + "/tests/data/hf/" + e.dir);
+        CHECK(w.param_count() == e.params);
+        // model.parameters() order: every index once.
+        std::vector<int> idx;
+        for (const auto& l : w.layers)
+            for (const auto& p : l.params) idx.push_back(p.index);
+        std::sort(idx.begin(), idx.end());
+        for (std::size_t i = 0; i < idx.size(); ++i) REQUIRE(idx[i] == static_cast<int>(i));
+        // Forward: about 2 FLOPs per parameter per token (16 tokens), embeddings aside.
+        CHECK(w.forward_flops() > 2.0 * static_cast<double>(e.params) * 16 * 0.5);
+        CHECK(w.forward_flops() < 2.0 * static_cast<double>(e.params) * 16 * 1.2);
+    }
 }
 
 TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embeddings, indices in order") {
