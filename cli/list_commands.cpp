@@ -8,7 +8,12 @@
 #include "dtsim/profiler/cuda_devices.hpp"
 #endif
 
+#include "dtsim/common/error.hpp"
+#include "dtsim/common/registry.hpp"
+
 #include <fmt/format.h>
+
+#include <memory>
 
 namespace dtsim::cli {
 namespace {
@@ -53,20 +58,71 @@ void add_models_command(CLI::App& app) {
     });
 }
 
+namespace {
+
+std::string tflops(double t) {
+    if (t <= 0) return "-";
+    return t < 100 ? fmt::format("{:.1f}", t) : fmt::format("{:.0f}", t);
+}
+
+void print_hardware_table(const std::vector<calib::PresetInfo>& presets) {
+    fmt::print("{:<10} {:>10} {:>9}  {:>6} {:>6} {:>6} {:>9} {:>6} {:>5}  {:>10} {:>9}\n", "preset", "memory", "mem BW",
+               "fp64", "fp32", "tf32", "bf16/fp16", "fp8", "fp4", "GPU busbw", "net/GPU");
+    fmt::print("{:<10} {:>10} {:>9}  {:^43}  {:>10} {:>9}\n", "", "", "(TB/s)", "dense TFLOPS", "(GB/s)", "(GB/s)");
+    for (const auto& p : presets) {
+        const calib::Datasheet& d = p.sheet;
+        fmt::print("{:<10} {:>10} {:>9.2f}  {:>6} {:>6} {:>6} {:>9} {:>6} {:>5}  {:>10.0f} {:>9.3g}\n", p.name,
+                   format_bytes(d.memory_bytes), d.mem_bw_gbps / 1000, tflops(d.fp64_tflops), tflops(d.fp32_tflops),
+                   tflops(d.tf32_tflops), tflops(d.bf16_tflops), tflops(d.fp8_tflops), tflops(d.fp4_tflops),
+                   d.intra_node_busbw_gbps, d.network_gbps);
+    }
+    fmt::print(
+        "\nPer GPU, 8 GPUs per node. GPU busbw: an 8-GPU allreduce's bus bandwidth inside a node (nccl-tests' "
+        "busbw, ring\nalgorithm); net/GPU: the network between nodes. dtsim prices GEMMs from the bf16/fp16 and fp32 "
+        "columns\n(fp32 training runs without TF32, torch's default); the others are shown for comparison.\n");
+}
+
+void print_preset(const calib::PresetInfo& p) {
+    const calib::Datasheet& d = p.sheet;
+    fmt::print("{}: {}\n", p.name, p.description);
+    fmt::print("  device            {}\n", d.device);
+    fmt::print("  memory            {} ({:.2f} TB/s)\n", format_bytes(d.memory_bytes), d.mem_bw_gbps / 1000);
+    fmt::print("  dense TFLOPS      fp64 {}, fp32 {}, tf32 {}, bf16/fp16 {}, fp8 {}, fp4 {}\n", tflops(d.fp64_tflops),
+               tflops(d.fp32_tflops), tflops(d.tf32_tflops), tflops(d.bf16_tflops), tflops(d.fp8_tflops),
+               tflops(d.fp4_tflops));
+    fmt::print("  between GPUs      {}\n", d.gpu_link);
+    fmt::print("  8-GPU allreduce   {:.0f} GB/s bus bandwidth ({}, ring)\n", d.intra_node_busbw_gbps, d.library);
+    fmt::print("  between nodes     {} ({:.3g} GB/s per GPU)\n", d.network, d.network_gbps);
+    fmt::print("  sources           {}\n", d.sources);
+    fmt::print("                    (numbered in docs/notes/hardware-presets.md; [E]: an estimate)\n");
+}
+
+}  // namespace
+
 void add_hardware_command(CLI::App& app) {
-    auto* cmd = app.add_subcommand("hardware", "list the built-in hardware presets");
-    cmd->callback([] {
-        for (const auto& p : calib::list_presets()) {
-            const calib::Calibration c = calib::load_hardware(p.name);
-            fmt::print("{:<10} {}\n", p.name, p.description);
-            fmt::print(
-                "           {} GPUs/node, {} memory, bf16 {:.0f} TFLOPS, fp32 {:.1f} TFLOPS, {:.0f} GB/s memory\n",
-                c.gpus_per_node, format_bytes(c.device.memory_bytes), c.peak_tflops(DType::bf16),
-                c.peak_tflops(DType::fp32), c.device.mem_bw_gbps);
+    auto* cmd = app.add_subcommand("hardware",
+                                   "list the built-in hardware presets: memory, FLOPS per dtype, "
+                                   "bandwidths, and their sources");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("preset", *name, "show one preset in full, with the source of each figure");
+    cmd->footer(
+        "Examples:\n"
+        "  dtsim hardware            # every preset, one line each\n"
+        "  dtsim hardware mi300x     # one preset, with its sources");
+    cmd->callback([name] {
+        const auto presets = calib::list_presets();
+        if (!name->empty()) {
+            for (const auto& p : presets)
+                if (p.name == *name) return print_preset(p);
+            std::vector<std::string> names;
+            for (const auto& p : presets) names.push_back(p.name);
+            throw ConfigError(unknown_name_message("hardware preset", *name, names));
         }
+        print_hardware_table(presets);
         fmt::print(
-            "\nPresets are datasheet peaks and published NCCL bandwidths, labelled 'preset' in every report.\n"
-            "A calibration file in dtsim's JSON format can be given instead: --hardware cal.json.\n");
+            "\nPresets are datasheet peaks and published NCCL/RCCL bandwidths, labelled 'preset' in every report;\n"
+            "`dtsim hardware NAME` gives the sources. A calibration file in dtsim's JSON format can be given "
+            "instead:\n--hardware cal.json. Override one field with --gpu-memory GIB or --inter-node-gbps GBPS.\n");
         fmt::print("This machine: {}\n", local_devices_line());
     });
 }

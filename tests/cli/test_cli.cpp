@@ -74,6 +74,17 @@ TEST_CASE("hardware lists the presets, labelled as presets") {
     CHECK_THAT(r.out, Catch::Contains("h100-sxm") && Catch::Contains("a100-sxm") && Catch::Contains("preset"));
     // The CUDA backend is linked in and reports this machine's devices (none here) without failing.
     CHECK_THAT(r.out, Catch::Contains("This machine: "));
+    // The per-dtype table: every preset, its dense peaks and bandwidths.
+    CHECK_THAT(r.out, Catch::Contains("dense TFLOPS") && Catch::Contains("bf16/fp16") && Catch::Contains("fp8"));
+    for (const char* name : {"b200", "a100-40gb", "a100-pcie", "l40s", "h100-pcie", "mi300x"})
+        CHECK_THAT(r.out, Catch::Contains(name));
+    // One preset in full, with its sources; an unknown one names the valid ones.
+    Run one = run_dtsim("hardware mi300x");
+    REQUIRE(one.exit_code == 0);
+    CHECK_THAT(one.out, Catch::Contains("RCCL") && Catch::Contains("sources") && Catch::Contains("1307"));
+    Run unknown = run_dtsim("hardware tpu-v5");
+    CHECK(unknown.exit_code == 2);
+    CHECK_THAT(unknown.err, Catch::Contains("tpu-v5") && Catch::Contains("mi300x"));
 }
 
 TEST_CASE("bad input: one clear line naming what is wrong, and a non-zero exit") {

@@ -83,7 +83,8 @@ void check_names(const ParseError& e, const std::string& file, const std::string
 }  // namespace
 
 TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
-    for (const std::string name : {"h100-sxm", "h200-sxm", "a100-sxm"}) {
+    for (const auto& preset : list_presets()) {
+        const std::string& name = preset.name;
         INFO(name);
         const Calibration c = load_hardware(name);
         CHECK(c.device.indexed_elements_per_s > 0);
@@ -122,6 +123,50 @@ TEST_CASE("the built-in presets load and round-trip through JSON unchanged") {
     for (const auto& p : list_presets()) names.push_back(p.name);
     CHECK(std::find(names.begin(), names.end(), "h100-sxm") != names.end());
     CHECK(std::find(names.begin(), names.end(), "a100-sxm") != names.end());
+}
+
+TEST_CASE("every preset's datasheet is complete, sourced, and is what the calibration prices") {
+    std::vector<std::string> names;
+    for (const auto& p : list_presets()) {
+        INFO(p.name);
+        names.push_back(p.name);
+        const Datasheet& d = p.sheet;
+        const Calibration c = load_hardware(p.name);
+        CHECK(c.device.memory_bytes == d.memory_bytes);
+        CHECK(c.device.mem_bw_gbps == d.mem_bw_gbps);
+        CHECK(c.peak_tflops(DType::bf16) == d.bf16_tflops);
+        CHECK(c.peak_tflops(DType::fp16) == d.bf16_tflops);  // the same tensor cores
+        CHECK(c.peak_tflops(DType::fp32) == d.fp32_tflops);
+        // Tensor-core peaks rise as precision falls, where the GPU has them.
+        CHECK(d.tf32_tflops > d.fp32_tflops);
+        CHECK(d.bf16_tflops > d.tf32_tflops);
+        CHECK((d.fp8_tflops == 0 || d.fp8_tflops > d.bf16_tflops));
+        CHECK(d.fp64_tflops > 0);
+        CHECK(d.intra_node_busbw_gbps > 0);
+        CHECK(d.network_gbps > 0);
+        CHECK_FALSE(d.gpu_link.empty());
+        CHECK_FALSE(d.network.empty());
+        CHECK_THAT(d.sources, Catch::Matches(".*\\[[0-9]+\\].*"));  // numbered in docs/notes/hardware-presets.md
+    }
+    for (const char* wanted :
+         {"h100-sxm", "h200-sxm", "b200", "a100-sxm", "a100-40gb", "a100-pcie", "h100-pcie", "l40s", "mi300x"})
+        CHECK(std::find(names.begin(), names.end(), wanted) != names.end());
+    // RCCL on MI300X's mesh: a group of k GPUs uses k-1 links each, so small
+    // groups get less bus bandwidth; NVSwitch gives every group the same.
+    const auto busbw = [](const Calibration& c, int group) {
+        double any = 0;
+        for (const auto& k : c.collectives)
+            if (k.kind == CollectiveKind::allreduce && k.scope == LinkScope::intra_node) {
+                if (k.group_size == group) return k.bus_bw_gbps;
+                if (k.group_size == 0) any = k.bus_bw_gbps;
+            }
+        return any;
+    };
+    const Calibration mi300x = load_hardware("mi300x");
+    CHECK(busbw(mi300x, 2) < busbw(mi300x, 4));
+    CHECK(busbw(mi300x, 4) < busbw(mi300x, 8));
+    const Calibration h100 = load_hardware("h100-sxm");
+    CHECK(busbw(h100, 2) == busbw(h100, 8));
 }
 
 TEST_CASE("a measured calibration with collective points and GEMM points round-trips") {
