@@ -202,7 +202,6 @@ std::string emit_deepspeed_json(const sim::Config& config) {
     j["fp16"] = {{"enabled", sim::compute_dtype(c.precision) == DType::fp16}};
     Json zero = Json::object();
     const bool pin = k.boolean("pin_memory");
-    bool offloaded = false;
     for (const auto& [name, value] : k.values()) {
         // The knobs the config sets (DeepSpeed's defaults are dtsim's), and always the stage.
         if (!k.applies(name) || name == "pin_memory" || (name != "stage" && !k.is_set(name))) continue;
@@ -213,15 +212,14 @@ std::string emit_deepspeed_json(const sim::Config& config) {
         } else if (name == "offload_optimizer" || name == "offload_param") {
             if (value == "none") continue;
             zero[name] = {{"device", value}, {"pin_memory", pin}};
-            offloaded = true;
         } else if (value == "true" || value == "false") {
             zero[name] = value == "true";
         } else {
             zero[name] = json_number(k.number(name));
         }
     }
-    // pin_memory without an offload has no effect, but keep it as given.
-    if (pin && !offloaded) zero["cpu_offload_use_pin_memory"] = true;
+    // pin_memory without an offload has no effect and no DeepSpeed key (0.19.8
+    // ignores the deprecated cpu_offload_use_pin_memory's value): not written.
     j["zero_optimization"] = std::move(zero);
     return j.dump(2) + "\n";
 }

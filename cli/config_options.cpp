@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 namespace dtsim::cli {
 namespace {
 
@@ -160,7 +162,12 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     c.ac_freq = o.ac_freq;
     c.sync_batchnorm = o.sync_batchnorm;
     // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
-    if (o.strategy.ends_with(".json")) apply_deepspeed_config(o.strategy, c);
+    if (o.strategy.ends_with(".json")) {
+        // Once per file and process: a sweep builds many configurations from it.
+        static std::set<std::string> told;
+        for (const std::string& note : apply_deepspeed_config(o.strategy, c))
+            if (told.insert(note).second) fmt::print(stderr, "dtsim: note: {}\n", note);
+    }
     for (const auto& kv : o.set) {
         auto eq = kv.find('=');
         if (eq == std::string::npos || eq == 0)

@@ -1,8 +1,10 @@
 // DeepSpeed config files (formats.md §4): the zero_optimization section
 // becomes the "deepspeed" strategy's knobs (sim/strategies/zero.cpp), the
 // batch, accumulation and precision fields the Config. "auto" (HuggingFace /
-// Accelerate templates) keeps dtsim's value. Every error names the file and
-// the JSON field.
+// Accelerate templates) keeps dtsim's value. Every key DeepSpeed 0.19.8
+// accepts in zero_optimization is accepted; those that change nothing
+// modelled come back as notes, and a key DeepSpeed does not have gets
+// DeepSpeed's own error. Every error names the file and the JSON field.
 #include "dtsim/sim/deepspeed_config.hpp"
 
 #include "dtsim/common/error.hpp"
@@ -97,9 +99,10 @@ constexpr std::array<Alias, 4> kStage3Numbers = {{
     {"stage3_max_reuse_distance", "max_reuse_distance"},
 }};
 
-// zero_optimization keys DeepSpeed has (zero/config.py DeepSpeedZeroConfig,
-// formats.md §4) that do not change what dtsim models.
-constexpr std::array<std::string_view, 22> kIgnoredZeroKeys = {
+// zero_optimization keys of DeepSpeed 0.19.8 (zero/config.py
+// DeepSpeedZeroConfig, formats.md §4) that change nothing dtsim models: the
+// reader accepts them and says so in a note.
+constexpr std::array<std::string_view, 19> kIgnoredZeroKeys = {
     "allgather_partitions",
     "round_robin_gradients",
     "stage3_model_persistence_threshold",
@@ -111,18 +114,35 @@ constexpr std::array<std::string_view, 22> kIgnoredZeroKeys = {
     "elastic_checkpoint",
     "ignore_unused_parameters",
     "legacy_stage1",
-    "cpu_offload_use_pin_memory",  // handled below
-    "mics_shard_size",
-    "mics_hierarchical_params_gather",
     "memory_efficient_linear",
     "pipeline_loading_checkpoint",
     "override_module_apply",
-    "zero_hpz_partition_size",  // ZeRO++: checked below
-    "zero_quantized_weights",
-    "zero_quantized_nontrainable_weights",
-    "zero_quantized_gradients",
     "log_trace_cache_warnings",
+    "parameter_alignment",
+    "enable_sanity_checks",
+    "save_muon_momentum_buffer_in_memory",
+    "compute_grad_norm",  // checked below
 };
+
+// Keys that change how stage 3 fetches parameters, which dtsim prices as
+// DeepSpeed's defaults do: accepted with a note that says so.
+constexpr std::array<std::string_view, 7> kUnmodelledZeroKeys = {
+    "leaf_module",
+    "module_granularity_threshold",
+    "stage3_module_granularity_threshold",
+    "use_all_reduce_for_fetch_params",
+    "stage3_use_all_reduce_for_fetch_params",
+    "allgather_sequential",
+    "stage3_allgather_sequential",
+};
+
+// Checked where they are read: ZeRO++ (refused unless off) and the deprecated pin flag.
+constexpr std::array<std::string_view, 6> kCheckedZeroKeys = {"zero_hpz_partition_size",
+                                                              "zero_quantized_weights",
+                                                              "zero_quantized_nontrainable_weights",
+                                                              "zero_quantized_gradients",
+                                                              "zenflow",
+                                                              "cpu_offload_use_pin_memory"};
 
 constexpr std::array<std::string_view, 13> kModelledZeroKeys = {
     "stage",
@@ -140,9 +160,20 @@ constexpr std::array<std::string_view, 13> kModelledZeroKeys = {
     "stage3_prefetch_bucket_size",
 };
 
+// DeepSpeed's own words for a key it does not have (pydantic's
+// extra_forbidden, as DeepSpeed 0.19.8 prints it).
+constexpr const char* kDeepSpeedExtraForbidden =
+    "Extra inputs are not permitted [type=extra_forbidden] (DeepSpeed 0.19.8's error for a key "
+    "DeepSpeedZeroConfig does not have)";
+
+bool in(const auto& list, const std::string& key) {
+    return std::find(list.begin(), list.end(), key) != list.end();
+}
+
 bool known_zero_key(const std::string& key) {
-    auto in = [&](const auto& list) { return std::find(list.begin(), list.end(), key) != list.end(); };
-    if (in(kIgnoredZeroKeys) || in(kModelledZeroKeys)) return true;
+    if (in(kIgnoredZeroKeys, key) || in(kUnmodelledZeroKeys, key) || in(kCheckedZeroKeys, key) ||
+        in(kModelledZeroKeys, key))
+        return true;
     for (const auto& a : kStage3Numbers)
         if (key == a.knob || key == a.field) return true;
     return false;
@@ -155,19 +186,29 @@ void read_offload(const JsonView& zero, const std::string& key, const std::strin
     if (!zero.has(key) || zero.at(key).value().is_null()) return;
     const JsonView o = zero.at(key);
     if (!o.value().is_object()) zero.fail(key, fmt::format("expected an object, found {}", json_excerpt(o.value())));
-    static constexpr std::array<std::string_view, 6> common = {"device",       "nvme_path",   "pin_memory",
-                                                               "buffer_count", "buffer_size", "max_in_cpu"};
-    static constexpr std::array<std::string_view, 5> optimizer_only = {"pipeline_read", "pipeline_write", "fast_init",
-                                                                       "ratio", "pipeline"};
+    // offload_config.py: DeepSpeedZeroOffloadParamConfig and ...OptimizerConfig.
+    static constexpr std::array<std::string_view, 6> param_fields = {"device",       "nvme_path",   "pin_memory",
+                                                                     "buffer_count", "buffer_size", "max_in_cpu"};
+    static constexpr std::array<std::string_view, 10> optimizer_fields = {
+        "device",         "nvme_path", "buffer_count", "pin_memory",    "pipeline_read",
+        "pipeline_write", "fast_init", "ratio",        "super_offload", "cpuadam_cores_perc"};
     for (const auto& [name, value] : o.value().items()) {
         (void)value;
-        const bool known =
-            std::find(common.begin(), common.end(), name) != common.end() ||
-            (optimizer && std::find(optimizer_only.begin(), optimizer_only.end(), name) != optimizer_only.end());
-        if (!known)
-            o.fail(name, fmt::format("unknown {} field (DeepSpeed's are: device, nvme_path, pin_memory, buffer_count, "
-                                     "buffer_size, max_in_cpu{})",
-                                     key, optimizer ? ", pipeline_read, pipeline_write, fast_init, ratio" : ""));
+        if (optimizer ? !in(optimizer_fields, name) : !in(param_fields, name))
+            o.fail(name, fmt::format("{}; {}'s fields are: {}", kDeepSpeedExtraForbidden, key,
+                                     optimizer ? fmt::format("{}", fmt::join(optimizer_fields, ", "))
+                                               : fmt::format("{}", fmt::join(param_fields, ", "))));
+    }
+    if (optimizer) {
+        if (given(o, "ratio")) {
+            const double ratio = o.number_within("ratio", Bounds{.min = 0, .max = 1, .why_max = "a share"});
+            if (ratio < 1)
+                o.fail("ratio",
+                       "partial optimizer offload (ratio < 1; DeepSpeed allows it at stage 3 only) is not "
+                       "modelled; remove it or set it to 1");
+        }
+        if (auto b = flag(o, "super_offload"); b && *b)
+            o.fail("super_offload", "SuperOffload is not modelled; remove it or set it to false");
     }
     if (auto d = given(o, "device")) {
         if (!d->value().is_string()) o.fail("device", "expected \"none\", \"cpu\" or \"nvme\"");
@@ -179,7 +220,7 @@ void read_offload(const JsonView& zero, const std::string& key, const std::strin
     if (auto p = flag(o, "pin_memory")) pin = pin || *p;
 }
 
-void read_zero(const JsonView& root, Config& config) {
+void read_zero(const JsonView& root, Config& config, std::vector<std::string>& notes) {
     if (!root.has("zero_optimization"))
         root.fail("zero_optimization",
                   "missing: without it DeepSpeed runs stage 0 (no ZeRO, plain data parallelism); give "
@@ -189,11 +230,47 @@ void read_zero(const JsonView& root, Config& config) {
         root.fail("zero_optimization", fmt::format("expected an object, found {}", json_excerpt(zero.value())));
     for (const auto& [key, value] : zero.value().items()) {
         (void)value;
-        if (!known_zero_key(key))
-            zero.fail(key,
-                      "unknown zero_optimization key (not a DeepSpeed ZeRO option; see DeepSpeed's "
-                      "zero/config.py, or formats.md §4)");
+        if (key == "mics_shard_size" || key == "mics_hierarchical_params_gather")
+            zero.fail(key, fmt::format("MiCS ZeRO-3 sharding has been removed; 'zero_optimization.{}' is no longer "
+                                       "supported (DeepSpeed 0.19.8's DeepSpeedConfigError)",
+                                       key));
+        if (!known_zero_key(key)) zero.fail(key, kDeepSpeedExtraForbidden);
     }
+    std::vector<std::string> ignored, unmodelled;
+    for (const auto& [key, value] : zero.value().items()) {
+        if (value.is_null()) continue;
+        // Off (false, 0, empty lists), an unmodelled key changes nothing either.
+        const bool off = value == false || value == 0 ||
+                         (value.is_object() && std::all_of(value.begin(), value.end(),
+                                                           [](const Json& v) { return v.is_array() && v.empty(); }));
+        if (in(kIgnoredZeroKeys, key) || (in(kUnmodelledZeroKeys, key) && off)) ignored.push_back(key);
+        if (in(kUnmodelledZeroKeys, key) && !off) unmodelled.push_back(key);
+    }
+    if (!ignored.empty())
+        notes.push_back(fmt::format("{}: zero_optimization.{} accepted; {} nothing dtsim models", root.file(),
+                                    fmt::join(ignored, ", "), ignored.size() == 1 ? "it changes" : "they change"));
+    if (!unmodelled.empty())
+        notes.push_back(
+            fmt::format("{}: zero_optimization.{} accepted but not modelled: stage 3's parameter fetches "
+                        "are priced as with DeepSpeed's defaults",
+                        root.file(), fmt::join(unmodelled, ", ")));
+    if (zero.has("cpu_offload_use_pin_memory"))
+        notes.push_back(
+            fmt::format("{}: zero_optimization.cpu_offload_use_pin_memory is deprecated and DeepSpeed "
+                        "ignores its value; pin_memory inside offload_optimizer or offload_param decides",
+                        root.file()));
+    // DeepSpeed's AssertionError for a deprecated key beside the one replacing it.
+    for (const auto& [old_key, new_key] :
+         {std::pair{"cpu_offload", "offload_optimizer"}, std::pair{"cpu_offload_param", "offload_param"},
+          std::pair{"stage3_gather_fp16_weights_on_model_save", "gather_16bit_weights_on_model_save"}})
+        if (zero.has(old_key) && zero.has(new_key))
+            zero.fail(old_key, fmt::format("Cannot provide deprecated parameter '{}' and replacing parameter '{}' "
+                                           "together (DeepSpeed's error)",
+                                           old_key, new_key));
+    // A field given both by its name and by its stage3_ alias: DeepSpeed
+    // reports the second as an extra input.
+    for (const auto& a : kStage3Numbers)
+        if (zero.has(a.knob) && zero.has(a.field)) zero.fail(a.field, kDeepSpeedExtraForbidden);
     // DeepSpeed's default stage is 0 (no ZeRO): a config without one is not a ZeRO config.
     if (!zero.has("stage") || zero.at("stage").value().is_null())
         zero.fail("stage",
@@ -225,10 +302,19 @@ void read_zero(const JsonView& root, Config& config) {
     // Deprecated forms first, so offload_* objects override them.
     if (auto b = flag(zero, "cpu_offload"); b && *b) config.knobs.emplace_back("offload_optimizer", "cpu");
     if (auto b = flag(zero, "cpu_offload_param"); b && *b) config.knobs.emplace_back("offload_param", "cpu");
-    if (auto b = flag(zero, "cpu_offload_use_pin_memory")) pin = *b;
+    (void)flag(zero, "cpu_offload_use_pin_memory");  // type-checked; its value is ignored, as DeepSpeed does
     read_offload(zero, "offload_optimizer", "offload_optimizer", true, config, pin);
     read_offload(zero, "offload_param", "offload_param", false, config, pin);
     if (pin) config.knobs.emplace_back("pin_memory", "true");
+
+    if (auto b = flag(zero, "compute_grad_norm"); b && !*b && zero.has("stage") &&
+                                                  zero.at("stage").value().is_number_integer() &&
+                                                  zero.at("stage").value().get<std::int64_t>() == 3)
+        zero.fail("compute_grad_norm",
+                  "compute_grad_norm=false is supported only with ZeRO Stage 1 or 2 (DeepSpeed's "
+                  "error)");
+    if (zero.has("zenflow") && !zero.at("zenflow").value().is_null())
+        zero.fail("zenflow", "ZenFlow (stall-free offloading) is not modelled; remove it or set it to null");
 
     // ZeRO++ changes the communication volume, which dtsim does not model.
     if (auto h = positive_integer(zero, "zero_hpz_partition_size", Config::kMaxWorldSize,
@@ -327,20 +413,22 @@ void read_batch(const JsonView& root, Config& config) {
 
 }  // namespace
 
-void apply_deepspeed_config(const std::string& path, Config& config) {
-    apply_deepspeed_config_text(read_config_file(path), path, config);
+std::vector<std::string> apply_deepspeed_config(const std::string& path, Config& config) {
+    return apply_deepspeed_config_text(read_config_file(path), path, config);
 }
 
-void apply_deepspeed_config_text(const std::string& text, const std::string& path, Config& config) {
+std::vector<std::string> apply_deepspeed_config_text(const std::string& text, const std::string& path, Config& config) {
     const Json json = parse_json_text(text, path, "a DeepSpeed config (a JSON object)");
     const JsonView root(json, path);
     if (!json.is_object()) root.fail("", fmt::format("expected a JSON object, found {}", json.type_name()));
     Config out = config;  // nothing changes unless the whole file is valid
     out.strategy = "deepspeed";
-    read_zero(root, out);
+    std::vector<std::string> notes;
+    read_zero(root, out, notes);
     read_precision(root, out);
     read_batch(root, out);
     config = std::move(out);
+    return notes;
 }
 
 }  // namespace dtsim::sim

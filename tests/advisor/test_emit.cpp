@@ -64,7 +64,8 @@ TEST_CASE("emitted DeepSpeed JSON reads back through --strategy file.json to the
         gpt2("deepspeed",
              {{"stage", "3"}, {"offload_optimizer", "cpu"}, {"offload_param", "cpu"}, {"pin_memory", "true"}}),
         gpt2("deepspeed_stage_2_offload", {}),
-        gpt2("deepspeed", {{"stage", "2"}, {"pin_memory", "true"}, {"contiguous_gradients", "false"}}),
+        gpt2("deepspeed",
+             {{"stage", "2"}, {"offload_optimizer", "cpu"}, {"pin_memory", "true"}, {"contiguous_gradients", "false"}}),
     };
     configs[1].precision = sim::Precision::bf16_mixed;
     configs[1].grad_accum = 4;

@@ -184,6 +184,34 @@ def run_deepspeed(dtsim: str, stage: int, d: str) -> str | None:
     return None
 
 
+def parse_every_key(d: str) -> str | None:
+    """DeepSpeed's own parser takes the file in which dtsim's reader accepts every zero_optimization key."""
+    import deepspeed
+    import deepspeed.comm as dist
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    if not dist.is_initialized():
+        deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False,
+                                   init_method="file://" + os.path.join(d, "store"), rank=0, world_size=1)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "deepspeed", "zero3_every_key.json")
+    try:
+        cfg = DeepSpeedConfig(path)
+    except Exception as e:  # DeepSpeed's own message
+        return f"{type(e).__name__}: {e}"
+    with open(path) as f:
+        keys = set(json.load(f)["zero_optimization"])
+    # Every field of DeepSpeed's model is in the file (by name or alias), less the
+    # deprecated ones whose replacements it holds.
+    fields = type(cfg.zero_config).model_fields
+    missing = [n for n, f in fields.items() if n not in keys and (f.alias or n) not in keys
+               and n not in ("cpu_offload", "cpu_offload_param", "stage3_gather_fp16_weights_on_model_save")]
+    if missing:
+        return f"DeepSpeed {deepspeed.__version__} has zero_optimization keys the file lacks: {missing}"
+    if cfg.zero_optimization_stage != 3:
+        return f"DeepSpeed read stage {cfg.zero_optimization_stage}"
+    return None
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -203,6 +231,10 @@ def main() -> int:
         print(f"{'FAILED' if problem else 'ok'}: lightning {name}{': ' + problem if problem else ''}")
         failed += problem is not None
     with tempfile.TemporaryDirectory() as d:
+        problem = parse_every_key(d)
+        print(f"{'FAILED' if problem else 'ok'}: deepspeed parses tests/data/deepspeed/zero3_every_key.json "
+              f"(every zero_optimization key, as dtsim's reader accepts it){': ' + problem if problem else ''}")
+        failed += problem is not None
         for stage in DEEPSPEED_STAGES:
             problem = run_deepspeed(dtsim, stage, d)
             print(f"{'FAILED' if problem else 'ok'}: deepspeed stage {stage}{': ' + problem if problem else ''}")

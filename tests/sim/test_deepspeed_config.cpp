@@ -226,3 +226,66 @@ TEST_CASE("stage3_max_reuse_distance (either spelling) becomes the knob") {
     CHECK(error_field(write(dir, "r3.json", R"({"zero_optimization": {"stage": 3, "max_reuse_distance": -5}})")) ==
           "/zero_optimization/max_reuse_distance");
 }
+
+// DeepSpeed 0.19.8's DeepSpeedZeroConfig, every key (tests/data/deepspeed;
+// tests/python/emitted_lightning.py has DeepSpeed itself parse the same file).
+TEST_CASE("every zero_optimization key DeepSpeed accepts is accepted; those that change nothing come back as notes") {
+    const std::string every = std::string(DTSIM_SOURCE_DIR) + "/tests/data/deepspeed/zero3_every_key.json";
+    Config c = base();
+    const std::vector<std::string> notes = apply_deepspeed_config(every, c);
+    CHECK(knob(c, "stage") == "3");
+    CHECK(knob(c, "offload_optimizer") == "cpu");
+    CHECK(knob(c, "offload_param") == "cpu");
+    CHECK(knob(c, "pin_memory") == "true");
+    REQUIRE(notes.size() == 2);
+    CHECK_THAT(notes[0], Catch::Contains(every) && Catch::Contains("round_robin_gradients") &&
+                             Catch::Contains("leaf_module") && Catch::Contains("change nothing"));
+    CHECK_THAT(notes[1], Catch::Contains("cpu_offload_use_pin_memory") && Catch::Contains("ignores"));
+    CHECK_NOTHROW(simulate(c, calib::load_hardware("h100-sxm")));
+
+    // A key that changes stage 3's fetches, set, is accepted with a note that it is not modelled.
+    test::TempDir dir;
+    Config s = base();
+    const auto seq = apply_deepspeed_config(
+        write(dir, "seq.json", R"({"zero_optimization": {"stage": 3, "stage3_allgather_sequential": true}})"), s);
+    REQUIRE(seq.size() == 1);
+    CHECK_THAT(seq[0], Catch::Contains("stage3_allgather_sequential") && Catch::Contains("not modelled"));
+    // Nothing to say about a file of modelled keys only.
+    Config m = base();
+    CHECK(apply_deepspeed_config(write(dir, "m.json", R"({"zero_optimization": {"stage": 2}})"), m).empty());
+}
+
+TEST_CASE("what DeepSpeed refuses is refused, in DeepSpeed's words") {
+    test::TempDir dir;
+    const auto message = [&](const std::string& name, const std::string& text) {
+        Config c = base();
+        try {
+            apply_deepspeed_config(write(dir, name, text), c);
+        } catch (const ParseError& e) {
+            return e.field() + " " + e.what();
+        }
+        return std::string("no error");
+    };
+    CHECK_THAT(message("a.json", R"({"zero_optimization": {"stage": 2, "bogus_key": 1}})"),
+               Catch::StartsWith("/zero_optimization/bogus_key") && Catch::Contains("Extra inputs are not permitted"));
+    CHECK_THAT(message("b.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"buffer_size": 1}}})"),
+               Catch::StartsWith("/zero_optimization/offload_optimizer/buffer_size") &&
+                   Catch::Contains("Extra inputs are not permitted") && Catch::Contains("cpuadam_cores_perc"));
+    CHECK_THAT(message("c.json", R"({"zero_optimization": {"stage": 3, "mics_shard_size": 8}})"),
+               Catch::Contains("MiCS ZeRO-3 sharding has been removed"));
+    CHECK_THAT(message("d.json", R"({"zero_optimization": {"stage": 2, "cpu_offload": true,
+                                                           "offload_optimizer": {"device": "cpu"}}})"),
+               Catch::Contains("Cannot provide deprecated parameter 'cpu_offload'"));
+    CHECK_THAT(message("e.json", R"({"zero_optimization": {"stage": 3, "stage3_max_live_parameters": 1,
+                                                           "max_live_parameters": 2}})"),
+               Catch::StartsWith("/zero_optimization/max_live_parameters") && Catch::Contains("Extra inputs"));
+    CHECK_THAT(message("f.json", R"({"zero_optimization": {"stage": 3, "compute_grad_norm": false}})"),
+               Catch::Contains("only with ZeRO Stage 1 or 2"));
+    CHECK(message("g.json", R"({"zero_optimization": {"stage": 2, "compute_grad_norm": false}})") == "no error");
+    CHECK_THAT(message("h.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 0.5}}})"),
+               Catch::StartsWith("/zero_optimization/offload_optimizer/ratio") && Catch::Contains("not modelled"));
+    CHECK_THAT(message("i.json", R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"ratio": 1.5}}})"),
+               Catch::StartsWith("/zero_optimization/offload_optimizer/ratio"));
+    CHECK_THAT(message("j.json", R"({"zero_optimization": {"stage": 3, "zenflow": {"topk_ratio": 0.1}}})"),
+               Catch::StartsWith("/zero_optimization/zenflow") && Catch::Contains("not modelled"));
+}
