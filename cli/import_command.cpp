@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -70,6 +71,13 @@ std::string table(const traces::TraceModel& m, const traces::TraceAnalysis& a, c
         any_idle_causes = any_idle_causes || s.idle.computable;
     }
     if (a.steps.empty()) out += "  (no steps to analyse)\n";
+    if (std::any_of(a.steps.begin(), a.steps.end(), [](const auto& s) { return s.peak_allocated_bytes >= 0; })) {
+        out += "\nMemory: the most allocated during each step (torch.profiler's profile_memory=True events):\n";
+        for (const auto& s : a.steps)
+            if (s.peak_allocated_bytes >= 0)
+                out += fmt::format("{:>5} {:>5} {:>14}  {}\n", rank_no(s.rank), step_label(s.step),
+                                   format_bytes(static_cast<std::int64_t>(s.peak_allocated_bytes)), s.memory_series);
+    }
     if (any_idle_causes) {
         out += "\nGPU idle time by cause (summed over streams; HTA's definitions):\n";
         out += fmt::format("{:>5} {:>5} {:>15} {:>17} {:>16}\n", "rank", "step", "host wait (ms)", "kernel wait (ms)",
@@ -155,6 +163,10 @@ nlohmann::ordered_json to_json(const traces::TraceModel& m, const traces::TraceA
             {"comm_ns", s.comm_ns},
             {"comm_under_compute_ns", s.comm_under_compute_ns},
             {"overlap_ratio", s.overlap_ratio}};
+        if (s.peak_allocated_bytes >= 0) {
+            x["peak_allocated_bytes"] = s.peak_allocated_bytes;
+            x["memory_series"] = s.memory_series;
+        }
         if (s.idle.computable)
             x["idle_causes"] = J{{"host_wait_ns", s.idle.host_wait_ns},
                                  {"kernel_wait_ns", s.idle.kernel_wait_ns},

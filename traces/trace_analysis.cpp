@@ -290,6 +290,26 @@ private:
         list_collectives(r, v, windows);
     }
 
+    // The step's peak of Kineto's [memory] counters on rank r: a GPU series
+    // where the rank has one (the busiest), else the CPU's.
+    void peak_memory(std::int32_t r, const Window& w, StepAnalysis& a) const {
+        const std::int64_t end = w.start_ns + w.dur_ns;
+        bool device = false;
+        for (const Counter& c : m_.counters) {
+            if (c.rank != r || c.time_ns < w.start_ns || c.time_ns > end) continue;
+            const std::string_view name = m_.str(c.name);
+            if (!name.starts_with("[memory] ")) continue;
+            const bool gpu = name.starts_with("[memory] GPU");
+            if (device && !gpu) continue;
+            if (gpu && !device) a.peak_allocated_bytes = -1;  // a device series outranks the CPU's
+            device = device || gpu;
+            if (c.value > a.peak_allocated_bytes) {
+                a.peak_allocated_bytes = c.value;
+                a.memory_series = std::string(name);
+            }
+        }
+    }
+
     StepAnalysis analyze_step(std::int32_t r, const RankView& v, const Window& w) const {
         StepAnalysis a{.rank = r,
                        .step = w.step,
@@ -301,7 +321,10 @@ private:
                        .comm_ns = 0,
                        .comm_under_compute_ns = 0,
                        .overlap_ratio = 0,
-                       .idle = {}};
+                       .idle = {},
+                       .peak_allocated_bytes = -1,
+                       .memory_series = {}};
+        peak_memory(r, w, a);
         Intervals compute, comm, memory;
         for (std::int32_t t : v.tracks) {
             const Track& tr = track(t);

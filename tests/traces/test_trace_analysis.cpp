@@ -242,3 +242,16 @@ TEST_CASE("nccl-tests bus bandwidth factors") {
     CHECK(bus_bandwidth_factor("broadcast", 8) == 1);
     CHECK(bus_bandwidth_factor("sendrecv", 2) == 1);
 }
+
+// tests/data/traces/training_step_cpu.json's [memory] events, by hand: Total
+// Allocated 1000, 1512, 1768, 1800 and 1804 bytes inside ProfilerStep#1.
+TEST_CASE("a step's peak allocated memory comes from torch.profiler's [memory] events") {
+    const std::string file = std::string(DTSIM_SOURCE_DIR) + "/tests/data/traces/training_step_cpu.json";
+    const TraceAnalysis a = analyze_trace(read_trace(file));
+    REQUIRE(a.steps.size() == 1);
+    CHECK(a.steps[0].peak_allocated_bytes == 1804);
+    CHECK(a.steps[0].memory_series == "[memory] CPU");
+    // A trace without memory events says so with -1, not 0.
+    const std::string dtsim_trace = std::string(DTSIM_SOURCE_DIR) + "/tests/data/traces/object_form.json";
+    for (const auto& s : analyze_trace(read_trace(dtsim_trace)).steps) CHECK(s.peak_allocated_bytes == -1);
+}

@@ -73,6 +73,11 @@ struct StepAnalysis {
     // HTA's comm/comp overlap: comm_under_compute_ns / comm_ns; 0 without communication.
     double overlap_ratio = 0;
     IdleCauses idle;
+    // The most memory allocated during the step (torch.profiler's [memory]
+    // events with profile_memory=True: "Total Allocated"), on the device when
+    // the trace has device memory, else on the CPU; -1: no memory events.
+    double peak_allocated_bytes = -1;
+    std::string memory_series;  // which counter: "[memory] CPU", "[memory] GPU 0", ...
 };
 
 // Spans of one name on one rank inside the analysed steps (kernels and GPU
