@@ -12,6 +12,7 @@
 #include "dtsim/common/registry.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <memory>
 
@@ -39,7 +40,24 @@ std::string local_devices_line() {
 
 void add_models_command(CLI::App& app) {
     auto* cmd = app.add_subcommand("models", "list the built-in models with parameters and training FLOPs per token");
-    cmd->callback([] {
+    auto format = std::make_shared<std::string>("text");
+    cmd->add_option("--format", *format, "text, or json: one object per model")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
+    cmd->callback([format] {
+        if (*format == "json") {
+            nlohmann::ordered_json out = nlohmann::ordered_json::array();
+            for (const auto& m : models::list_models())
+                out.push_back(
+                    {{"name", m.name},
+                     {"parameters", m.param_count > 0 ? nlohmann::ordered_json(m.param_count) : nullptr},
+                     {"default_seq_len", m.default_seq_len},
+                     {"training_flops_per_token",
+                      m.training_flops_per_token > 0 ? nlohmann::ordered_json(m.training_flops_per_token) : nullptr},
+                     {"description", m.description}});
+            fmt::print("{}\n", out.dump(1));
+            return;
+        }
         fmt::print("{:<22} {:>16} {:>8} {:>18}  {}\n", "model", "parameters", "seq", "train GFLOP/token",
                    "description");
         for (const auto& m : models::list_models()) {
@@ -52,9 +70,7 @@ void add_models_command(CLI::App& app) {
             "\nTraining FLOPs per token = forward + backward at the default sequence length, micro-batch 1 "
             "(about 6 x parameters, plus attention).\n"
             "Any HuggingFace model of type llama, mistral, qwen2, gemma, gemma2, phi3, mixtral, qwen2_moe, gpt2, "
-            "gpt_neox or falcon: --model "
-            "path/to/config.json (or the "
-            "directory holding it).\n");
+            "gpt_neox or falcon: --model path/to/config.json (or the directory holding it).\n");
     });
 }
 
@@ -82,6 +98,31 @@ void print_hardware_table(const std::vector<calib::PresetInfo>& presets) {
         "columns\n(fp32 training runs without TF32, torch's default); the others are shown for comparison.\n");
 }
 
+nlohmann::ordered_json preset_json(const calib::PresetInfo& p) {
+    const calib::Datasheet& d = p.sheet;
+    const auto peak = [](double t) { return t > 0 ? nlohmann::ordered_json(t) : nlohmann::ordered_json(nullptr); };
+    return {{"name", p.name},
+            {"description", p.description},
+            {"device", d.device},
+            {"gpus_per_node", calib::load_hardware(p.name).gpus_per_node},
+            {"memory_bytes", d.memory_bytes},
+            {"memory_bandwidth_gbps", d.mem_bw_gbps},
+            {"dense_tflops",
+             {{"fp64", peak(d.fp64_tflops)},
+              {"fp32", peak(d.fp32_tflops)},
+              {"tf32", peak(d.tf32_tflops)},
+              {"bf16", peak(d.bf16_tflops)},
+              {"fp16", peak(d.bf16_tflops)},
+              {"fp8", peak(d.fp8_tflops)},
+              {"fp4", peak(d.fp4_tflops)}}},
+            {"gpu_link", d.gpu_link},
+            {"intra_node_allreduce_busbw_gbps", d.intra_node_busbw_gbps},
+            {"collective_library", d.library},
+            {"network", d.network},
+            {"network_gbps_per_gpu", d.network_gbps},
+            {"sources", d.sources}};
+}
+
 void print_preset(const calib::PresetInfo& p) {
     const calib::Datasheet& d = p.sheet;
     fmt::print("{}: {}\n", p.name, p.description);
@@ -105,18 +146,32 @@ void add_hardware_command(CLI::App& app) {
                                    "bandwidths, and their sources");
     auto name = std::make_shared<std::string>();
     cmd->add_option("preset", *name, "show one preset in full, with the source of each figure");
+    auto format = std::make_shared<std::string>("text");
+    cmd->add_option("--format", *format, "text, or json: every preset's datasheet (or the one named)")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
     cmd->footer(
         "Examples:\n"
         "  dtsim hardware            # every preset, one line each\n"
-        "  dtsim hardware mi300x     # one preset, with its sources");
-    cmd->callback([name] {
+        "  dtsim hardware mi300x     # one preset, with its sources\n"
+        "  dtsim hardware --format json");
+    cmd->callback([name, format] {
         const auto presets = calib::list_presets();
+        const bool json = *format == "json";
         if (!name->empty()) {
             for (const auto& p : presets)
-                if (p.name == *name) return print_preset(p);
+                if (p.name == *name) {
+                    if (json) return fmt::print("{}\n", preset_json(p).dump(1));
+                    return print_preset(p);
+                }
             std::vector<std::string> names;
             for (const auto& p : presets) names.push_back(p.name);
             throw ConfigError(unknown_name_message("hardware preset", *name, names));
+        }
+        if (json) {
+            nlohmann::ordered_json out = nlohmann::ordered_json::array();
+            for (const auto& p : presets) out.push_back(preset_json(p));
+            return fmt::print("{}\n", out.dump(1));
         }
         print_hardware_table(presets);
         fmt::print(

@@ -18,6 +18,7 @@
 
 namespace fs = std::filesystem;
 using dtsim::test::read_text;
+using Json = nlohmann::json;
 
 namespace {
 
@@ -66,6 +67,12 @@ TEST_CASE("models lists the built-in models with their exact parameter counts") 
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("gpt2-xl") && Catch::Contains("1,557,611,200"));
     CHECK_THAT(r.out, Catch::Contains("llama2-70b") && Catch::Contains("68,976,648,192"));
+    const Json models = Json::parse(run_dtsim("models --format json").out);
+    REQUIRE(models.is_array());
+    bool found = false;
+    for (const auto& m : models)
+        if (m["name"] == "gpt2-xl") found = m["parameters"].get<std::int64_t>() == 1'557'611'200;
+    CHECK(found);
 }
 
 TEST_CASE("hardware lists the presets, labelled as presets") {
@@ -82,6 +89,16 @@ TEST_CASE("hardware lists the presets, labelled as presets") {
     Run one = run_dtsim("hardware mi300x");
     REQUIRE(one.exit_code == 0);
     CHECK_THAT(one.out, Catch::Contains("RCCL") && Catch::Contains("sources") && Catch::Contains("1307"));
+    // As JSON, for scripts: every preset's datasheet, or the one named.
+    Run json = run_dtsim("hardware --format json");
+    REQUIRE(json.exit_code == 0);
+    const Json all = Json::parse(json.out);
+    REQUIRE(all.is_array());
+    CHECK(all.size() >= 9);
+    const Json mi = Json::parse(run_dtsim("hardware mi300x --format json").out);
+    CHECK(mi["collective_library"] == "RCCL");
+    CHECK(mi["dense_tflops"]["bf16"].get<double>() > mi["dense_tflops"]["tf32"].get<double>());
+    CHECK(mi["dense_tflops"]["fp4"].is_null());
     Run unknown = run_dtsim("hardware tpu-v5");
     CHECK(unknown.exit_code == 2);
     CHECK_THAT(unknown.err, Catch::Contains("tpu-v5") && Catch::Contains("mi300x"));
