@@ -49,7 +49,7 @@ def worker(rank: int, world: int, init: str, spec: tuple, batch: int, kwargs: di
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -59,7 +59,10 @@ def worker(rank: int, world: int, init: str, spec: tuple, batch: int, kwargs: di
     # torch's CPU allocator counts "Total Allocated" only while memory is
     # profiled: the profile starts before the model exists, so that the
     # parameters, DDP's buckets and the optimizer's state are in the total.
+    # A schedule active from the start marks each step (ProfilerStep#N); step
+    # 0 holds the model's construction too, and the median leaves it out.
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                 schedule=schedule(wait=0, warmup=0, active=STEPS, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         kwargs = dict(kwargs)
         sharding = kwargs.pop("fsdp", None)
