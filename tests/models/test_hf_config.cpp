@@ -119,6 +119,16 @@ TEST_CASE("HuggingFace configs: GQA, head_dim, Qwen2's q/k/v biases, tied embedd
     CHECK(param(tied, "lm_head.weight").empty());
     CHECK(param(tied, "layers.0.self_attn.q_proj.weight") == std::vector<std::int64_t>{32 * 64, 4096});
     CHECK(param(tied, "layers.0.self_attn.o_proj.weight") == std::vector<std::int64_t>{4096, 32 * 64});
+    // Llama 3.1: rope_scaling (llama3 type) and a 128k context change no parameter.
+    std::string llama31 = test::read_text(hf("llama3-8b"));
+    llama31.replace(llama31.find("\"max_position_embeddings\": 8192"), 31,
+                    "\"max_position_embeddings\": 131072, \"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": "
+                    "1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, \"rope_type\": "
+                    "\"llama3\"}");
+    const std::string llama31_file = dir.file("llama31.json");
+    std::ofstream(llama31_file) << llama31;
+    CHECK(build(llama31_file).param_count() == 8'030'261'248);
+    CHECK(build(llama31_file, 0).seq_len == 131072);
     const std::int64_t h = 4096, q = 2048, kv = 8 * 64, inter = 14336, vocab = 128256;
     CHECK(tied.param_count() == vocab * h + 32 * (2 * q * h + 2 * kv * h + 3 * h * inter + 2 * h) + h);
 }
