@@ -93,7 +93,8 @@ void print_hardware_table(const std::vector<calib::PresetInfo>& presets) {
                    d.intra_node_busbw_gbps, d.network_gbps);
     }
     fmt::print(
-        "\nPer GPU, 8 GPUs per node. GPU busbw: an 8-GPU allreduce's bus bandwidth inside a node (nccl-tests' "
+        "\nPer GPU; every preset has 8 GPUs per node. GPU busbw: an 8-GPU allreduce's bus bandwidth inside a node "
+        "(nccl-tests' "
         "busbw, ring\nalgorithm); net/GPU: the network between nodes. dtsim prices GEMMs from the bf16/fp16 and fp32 "
         "columns\n(fp32 training runs without TF32, torch's default); the others are shown for comparison.\n");
 }
@@ -104,7 +105,7 @@ nlohmann::ordered_json preset_json(const calib::PresetInfo& p) {
     return {{"name", p.name},
             {"description", p.description},
             {"device", d.device},
-            {"gpus_per_node", calib::load_hardware(p.name).gpus_per_node},
+            {"gpus_per_node", d.gpus_per_node},
             {"memory_bytes", d.memory_bytes},
             {"memory_bandwidth_gbps", d.mem_bw_gbps},
             {"dense_tflops",

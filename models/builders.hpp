@@ -70,6 +70,14 @@ void add_loss(LayerBuilder& lb, const std::string& name, std::int64_t elements, 
 void add_flash_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
                          std::int64_t head_dim);
 
+// A rotary causal self-attention core without parameters (Llama's and
+// GPT-NeoX's self_attn/attention core): rotary on q and k, then eager
+// (repeat_kv when kv_heads < heads, QK^T, scale + mask + softmax, AV, the
+// head-merge copy) or the fused kernel of add_flash_attention, which reads
+// the shared K/V heads directly. See llama.cpp for what each saves.
+void add_rotary_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
+                          std::int64_t head_dim, AttentionImpl attention);
+
 // Eager modules of HuggingFace models, kernel by kernel as torch runs them
 // (eager_ops.cpp): RMSNorm over rows x width, rotary embedding on q and k,
 // SiLU(gate) * up and GPT-2's gelu_new over `elements`, and the fp32-upcast cross-entropy over

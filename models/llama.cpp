@@ -143,7 +143,6 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     const std::int64_t kvd = c.kv_heads * hd;
     const std::int64_t inter = c.intermediate;
     const std::int64_t T = b * s;
-    const std::int64_t S2 = b * a * s * s;
     const std::int64_t dt = dtype_bytes(activation_dtype);
     const DType dtype = activation_dtype;
     auto d = [](std::int64_t x) { return static_cast<double>(x); };
@@ -217,19 +216,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         }
         {
             LayerBuilder lb(p + "self_attn.core", blk, dtype);
-            add_rotary(lb, T * qd, T * kvd);
-            if (attention == AttentionImpl::eager) {
-                if (kvd < qd) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * qd) * dt, 0);
-                lb.gemm("qk", s, s, hd, b * a, true, GemmLayout::nt);  // Q K^T
-                lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));  // scale + causal mask + softmax
-                lb.gemm("av", s, hd, s, b * a);
-                lb.save(3 * T * qd * dt + S2 * dt);
-            } else {
-                add_flash_attention(lb, b, s, a, c.kv_heads, hd);
-            }
-            // SDPA's fused kernels write the output as (b, s, heads, head_dim), so
-            // transpose(1, 2).reshape is a view; eager attention's is a copy.
-            if (attention == AttentionImpl::eager) lb.elementwise("merge_heads", 2 * T * qd * dt, 0);
+            add_rotary_attention(lb, b, s, a, c.kv_heads, hd, attention);
             w.layers.push_back(std::move(lb).finish());
         }
         {

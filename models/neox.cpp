@@ -43,7 +43,6 @@ Workload build_neox(const std::string& name, const NeoxConfig& c, std::int64_t m
     const std::int64_t kvd = c.kv_heads * hd;
     const std::int64_t inter = c.intermediate;
     const std::int64_t T = b * s;
-    const std::int64_t S2 = b * a * s * s;
     const std::int64_t dt = dtype_bytes(activation_dtype);
     const DType dtype = activation_dtype;
     auto d = [](std::int64_t x) { return static_cast<double>(x); };
@@ -115,17 +114,7 @@ Workload build_neox(const std::string& name, const NeoxConfig& c, std::int64_t m
         }
         {
             LayerBuilder lb(p + attn + "core", blk, dtype);
-            add_rotary(lb, T * qd, T * kvd);
-            if (attention == AttentionImpl::eager) {
-                if (kvd < qd) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * qd) * dt, 0);
-                lb.gemm("qk", s, s, hd, b * a, true, GemmLayout::nt);
-                lb.elementwise("softmax", 2 * S2 * dt, fpe::softmax * d(S2));
-                lb.gemm("av", s, hd, s, b * a);
-                lb.save(3 * T * qd * dt + S2 * dt);
-                lb.elementwise("merge_heads", 2 * T * qd * dt, 0);
-            } else {
-                add_flash_attention(lb, b, s, a, c.kv_heads, hd);
-            }
+            add_rotary_attention(lb, b, s, a, c.kv_heads, hd, attention);
             w.layers.push_back(std::move(lb).finish());
         }
         {

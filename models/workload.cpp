@@ -250,4 +250,22 @@ Workload empty_workload(const std::string& name, std::int64_t micro_batch, std::
     return w;
 }
 
+void add_rotary_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std::int64_t heads, std::int64_t kv_heads,
+                          std::int64_t head_dim, AttentionImpl attention) {
+    const std::int64_t T = b * s, qd = heads * head_dim, kvd = kv_heads * head_dim;
+    const std::int64_t S2 = b * heads * s * s;
+    const std::int64_t dt = dtype_bytes(lb.dtype());
+    add_rotary(lb, T * qd, T * kvd);
+    if (attention == AttentionImpl::flash) return add_flash_attention(lb, b, s, heads, kv_heads, head_dim);
+    if (kvd < qd) lb.elementwise("repeat_kv", (2 * T * kvd + 2 * T * qd) * dt, 0);
+    lb.gemm("qk", s, s, head_dim, b * heads, true, GemmLayout::nt);  // Q K^T
+    lb.elementwise("softmax", 2 * S2 * dt,
+                   flops_per_element::softmax * static_cast<double>(S2));  // scale + causal mask + softmax
+    lb.gemm("av", s, head_dim, s, b * heads);
+    lb.save(3 * T * qd * dt + S2 * dt);
+    // SDPA's fused kernels write the output as (b, s, heads, head_dim), so
+    // transpose(1, 2).reshape is a view; eager attention's is a copy.
+    lb.elementwise("merge_heads", 2 * T * qd * dt, 0);
+}
+
 }  // namespace dtsim::models

@@ -17,6 +17,24 @@ namespace {
 constexpr std::int64_t MiB = 1024LL * 1024;
 constexpr std::int64_t GiB = 1024 * MiB;
 
+// The bf16 GEMM efficiency curve: max share of the peak, half-efficiency
+// dimensions, and the rate of GEMMs with misaligned feature dimensions
+// (GemmCurve). The defaults where nothing was measured: 78 % at most, not
+// penalised for alignment.
+struct Bf16Curve {
+    double max_efficiency = 0.78, half_m = 256, half_n = 256, half_k = 128;
+    double align4_ratio = 1, align2_ratio = 1;
+};
+
+// GH100 (H100 SXM, H200): fitted to 33 cuBLAS shapes of 1 GFLOP and more on
+// random data on an H100 (bench/results/cuda.md; 7% RMS; 802 TFLOP/s at
+// 8192x4096x4096, where torch's q_proj ran at 797). Misaligned feature
+// dimensions (§6): even ones ran at 0.35 of the aligned rate (cutlass_80
+// align2 kernels), odd ones at 0.17 (cutlass_75 align1; GPT-2's 50,257-token
+// head).
+constexpr Bf16Curve kGH100Bf16 = {
+    .max_efficiency = 0.85, .half_m = 32, .half_n = 160, .half_k = 160, .align4_ratio = 0.35, .align2_ratio = 0.17};
+
 struct PresetNumbers {
     std::string name, description;
     std::string datasheet;  // the provenance line of every report
@@ -26,10 +44,7 @@ struct PresetNumbers {
     // element rate of torch's non-vectorized ones (DeviceSpec).
     double elementwise_efficiency;
     double indexed_elements_per_s;
-    // bf16 GEMM efficiency curve: max share of the peak and half-efficiency dimensions.
-    double bf16_max_efficiency = 0.78, bf16_half_m = 256, bf16_half_n = 256, bf16_half_k = 128;
-    // bf16 GEMMs with misaligned feature dimensions (GemmCurve); 1 where not measured.
-    double bf16_align4_ratio = 1, bf16_align2_ratio = 1;
+    Bf16Curve bf16 = {};
     // Intra-node groups smaller than the node whose bus bandwidth differs from
     // the 8-GPU figure (group size, GB/s); empty: the same for every group.
     std::vector<std::pair<int, double>> small_group_busbw = {};
@@ -77,10 +92,10 @@ Calibration make_preset(const PresetNumbers& p) {
     const Datasheet& d = p.sheet;
     c.device = {d.device, d.memory_bytes,          1 * GiB, d.mem_bw_gbps, p.elementwise_efficiency,
                 2.0,      p.indexed_elements_per_s};
-    c.gpus_per_node = 8;
+    c.gpus_per_node = d.gpus_per_node;
     // Half-efficiency dimensions: a tile-sized (128-256) dimension runs at about half speed.
-    c.gemm_curves.push_back({DType::bf16, d.bf16_tflops, p.bf16_max_efficiency, p.bf16_half_m, p.bf16_half_n,
-                             p.bf16_half_k, 0, p.bf16_align4_ratio, p.bf16_align2_ratio});
+    c.gemm_curves.push_back({DType::bf16, d.bf16_tflops, p.bf16.max_efficiency, p.bf16.half_m, p.bf16.half_n,
+                             p.bf16.half_k, 0, p.bf16.align4_ratio, p.bf16.align2_ratio});
     c.gemm_curves.push_back({DType::fp32, d.fp32_tflops, 0.85, 128, 128, 64, 0});
     add_link_curves(c, LinkScope::intra_node, d.intra_node_busbw_gbps, 8.0, 0.6);
     for (const auto& [group, busbw] : p.small_group_busbw)
@@ -118,21 +133,11 @@ const std::vector<PresetNumbers>& preset_numbers() {
          .pcie_gbps = 55,
          // Measured on an H100 SXM (bench/results/cuda.md): torch's vectorized
          // kernels ran at 2.96-3.24 TB/s, its non-vectorized ones at
-         // 220-360 G elements/s (296 G over one Llama block's); the bf16
-         // curve is fitted to 33 cuBLAS shapes of 1 GFLOP and more on
-         // random data (7% RMS; 802 TFLOP/s at 8192x4096x4096, where
-         // torch's q_proj ran at 797). Misaligned feature dimensions
-         // (§6): even ones ran at 0.35 of the aligned rate (cutlass_80
-         // align2 kernels), odd ones at 0.17 (cutlass_75 align1; GPT-2's
-         // 50,257-token head).
+         // 220-360 G elements/s (296 G over one Llama block's); GEMMs as
+         // kGH100Bf16 says.
          .elementwise_efficiency = 0.90,
          .indexed_elements_per_s = kH100IndexedRate,
-         .bf16_max_efficiency = 0.85,
-         .bf16_half_m = 32,
-         .bf16_half_n = 160,
-         .bf16_half_k = 160,
-         .bf16_align4_ratio = 0.35,
-         .bf16_align2_ratio = 0.17},
+         .bf16 = kGH100Bf16},
         {.name = "h200-sxm",
          .description = "NVIDIA H200 SXM 141GB x8 per node, NVLink 4 (NVSwitch), 8x 400 Gb/s InfiniBand NDR per node",
          .datasheet = "NVIDIA H200 datasheet (989 TFLOPS dense bf16, 67 TFLOPS fp32, 4.8 TB/s HBM3e, "
@@ -159,12 +164,7 @@ const std::vector<PresetNumbers>& preset_numbers() {
          // misaligned ones included (measured on the H100 only).
          .elementwise_efficiency = 0.90,
          .indexed_elements_per_s = kH100IndexedRate,
-         .bf16_max_efficiency = 0.85,
-         .bf16_half_m = 32,
-         .bf16_half_n = 160,
-         .bf16_half_k = 160,
-         .bf16_align4_ratio = 0.35,
-         .bf16_align2_ratio = 0.17},
+         .bf16 = kGH100Bf16},
         {.name = "b200",
          .description = "NVIDIA B200 180GB x8 per node (HGX/DGX B200), NVLink 5 (NVSwitch), 8x 400 Gb/s per node",
          .datasheet = "NVIDIA HGX B200 specifications (2,250 TFLOPS dense bf16, 75 TFLOPS fp32, 8 TB/s HBM3e, "

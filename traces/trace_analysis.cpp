@@ -291,22 +291,31 @@ private:
     }
 
     // The step's peak of Kineto's [memory] counters on rank r: a GPU series
-    // where the rank has one (the busiest), else the CPU's.
+    // where the rank has one (the busiest), else the CPU's. The reader sorts
+    // counters by rank, series and time, so each series' samples in the step
+    // are found by binary search, not by a pass over every counter per step.
     void peak_memory(std::int32_t r, const Window& w, StepAnalysis& a) const {
-        const std::int64_t end = w.start_ns + w.dur_ns;
+        const auto& cs = m_.counters;
+        const auto [lo, hi] = std::equal_range(cs.begin(), cs.end(), Counter{.rank = r},
+                                               [](const Counter& x, const Counter& y) { return x.rank < y.rank; });
         bool device = false;
-        for (const Counter& c : m_.counters) {
-            if (c.rank != r || c.time_ns < w.start_ns || c.time_ns > end) continue;
-            const std::string_view name = m_.str(c.name);
-            if (!name.starts_with("[memory] ")) continue;
+        for (auto series = lo; series != hi;) {
+            const std::string_view name = m_.str(series->name);
+            const auto next =
+                std::partition_point(series, hi, [&](const Counter& c) { return m_.str(c.name) <= name; });
             const bool gpu = name.starts_with("[memory] GPU");
-            if (device && !gpu) continue;
-            if (gpu && !device) a.peak_allocated_bytes = -1;  // a device series outranks the CPU's
-            device = device || gpu;
-            if (c.value > a.peak_allocated_bytes) {
-                a.peak_allocated_bytes = c.value;
-                a.memory_series = std::string(name);
+            if (name.starts_with("[memory] ") && (gpu || !device)) {
+                if (gpu && !device) a.peak_allocated_bytes = -1;  // a device series outranks the CPU's
+                device = device || gpu;
+                auto c = std::lower_bound(series, next, w.start_ns,
+                                          [](const Counter& x, std::int64_t t) { return x.time_ns < t; });
+                for (; c != next && c->time_ns <= w.start_ns + w.dur_ns; ++c)
+                    if (c->value > a.peak_allocated_bytes) {
+                        a.peak_allocated_bytes = c->value;
+                        a.memory_series = std::string(name);
+                    }
             }
+            series = next;
         }
     }
 

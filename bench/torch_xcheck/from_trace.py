@@ -102,9 +102,10 @@ def profile_one_rank(spec: tuple, batch: int, out_dir: str) -> str:
 
 
 def dtsim_predict(dtsim: str, trace: str, hardware: str, ranks: int, knobs: list[str], batch: int,
-                  unprofiled_s: float | None) -> dict:
+                  unprofiled_s: float | None, strategy: str = "ddp") -> dict:
+    """`simulate --from-trace --format json` for `strategy` with `knobs` (--set) on `ranks` ranks."""
     cmd = [dtsim, "simulate", "--from-trace", trace, "--hardware", hardware, "--nodes", "1", "--gpus-per-node",
-           str(ranks), "--strategy", "ddp", "--micro-batch", str(batch), "--precision", "fp32", "--optimizer", "sgd",
+           str(ranks), "--strategy", strategy, "--micro-batch", str(batch), "--precision", "fp32", "--optimizer", "sgd",
            "--format", "json"]
     if unprofiled_s:
         cmd += ["--unprofiled-step-ms", f"{unprofiled_s * 1e3:.3f}"]

@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 from dtsim_run import publish
-from from_trace import profile_one_rank
+from from_trace import dtsim_predict, profile_one_rank
 from steptime import build_model, model_input_shape, train_step
 
 STEPS = 4  # profiled from the model's construction on; the median over them
@@ -101,17 +101,6 @@ def torch_peak(dtsim: str, spec: tuple, batch: int, ranks: int, kwargs: dict, d:
     return max(statistics.median(v) for v in by_rank.values()), [x for v in by_rank.values() for x in v]
 
 
-def dtsim_peak(dtsim: str, trace: str, ranks: int, knobs: list[str], batch: int) -> dict:
-    strategy, *sets = knobs
-    cmd = [dtsim, "simulate", "--from-trace", trace, "--hardware", "h100-sxm", "--nodes", "1", "--gpus-per-node",
-           str(ranks), "--strategy", strategy, "--micro-batch", str(batch), "--precision", "fp32", "--optimizer", "sgd",
-           "--format", "json"]
-    for k in sets:
-        cmd += ["--set", k]
-    r = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(r.stdout)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "ci", "cli", "dtsim"))
@@ -138,7 +127,9 @@ def main() -> int:
             print(f"torch: {name}", file=sys.stderr)
             with tempfile.TemporaryDirectory() as cd:
                 measured, every = torch_peak(a.dtsim, spec, a.batch, ranks, kwargs, cd)
-            predicted = dtsim_peak(a.dtsim, trace, ranks, knobs, a.batch)
+            strategy, *sets = knobs
+            # Memory does not depend on the hardware's speed: any preset prices it.
+            predicted = dtsim_predict(a.dtsim, trace, "h100-sxm", ranks, sets, a.batch, None, strategy)
             rows.append((name, ranks, measured, every, predicted))
     mib = 1024 * 1024
     lines = [f"## {datetime.date.today()}: peak allocated memory, `simulate --from-trace` against torch "

@@ -14,6 +14,7 @@ namespace dtsim::calib {
 // sparsity), decimal units, per GPU; 0: the GPU has no such unit.
 struct Datasheet {
     std::string device;
+    int gpus_per_node = 8;
     std::int64_t memory_bytes = 0;  // as nvidia-smi / rocm-smi reports it
     double mem_bw_gbps = 0;
     double fp64_tflops = 0, fp32_tflops = 0, tf32_tflops = 0, bf16_tflops = 0, fp8_tflops = 0, fp4_tflops = 0;
