@@ -3,11 +3,13 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/json_io.hpp"
 #include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -16,10 +18,17 @@
 namespace dtsim::advisor {
 namespace {
 
-using WorkloadKey = std::tuple<std::string, std::int64_t, std::int64_t, int, int>;
+using WorkloadKey = std::tuple<std::string, std::int64_t, std::int64_t, int, int, int>;
 
+// What build_workload reads: the strategy matters only through the dtypes its
+// autocast gives the model.
 WorkloadKey key_of(const sim::Config& c) {
-    return {c.model, c.micro_batch, c.seq_len, static_cast<int>(c.precision), static_cast<int>(c.attention)};
+    int autocast = -1;  // a config whose knobs do not parse fails in simulate_outcome, with its reason
+    try {
+        autocast = static_cast<int>(sim::workload_autocast(c));
+    } catch (const std::exception&) {
+    }
+    return {c.model, c.micro_batch, c.seq_len, static_cast<int>(c.precision), static_cast<int>(c.attention), autocast};
 }
 
 std::string csv_field(const std::string& s) {

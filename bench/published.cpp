@@ -49,7 +49,11 @@ Config llama(const std::string& model, bool ckpt, int nodes) {
     c.topology = {nodes, 8};
     c.micro_batch = gpt2 ? 4 : 2;
     c.seq_len = gpt2 ? 1024 : 4096;
-    c.precision = dtsim::sim::Precision::bf16_mixed;
+    // torch_llama_layers.py runs bf16 parameters without torch.autocast. For
+    // Llama that is what FSDP's bf16 MixedPrecision gives under autocast too
+    // (RMSNorm casts explicitly, the stream is bf16); GPT-2's LayerNorm and
+    // gelu_new's pow would run in fp32 under autocast, so its row is bf16-true.
+    c.precision = gpt2 ? dtsim::sim::Precision::bf16_true : dtsim::sim::Precision::bf16_mixed;
     c.activation_checkpointing = ckpt;
     return c;
 }

@@ -160,7 +160,7 @@ void add_gui_command(CLI::App& app) {
     cmd->footer(
         "Examples:\n"
         "  dtsim gui ddp.json                                  # a trace from simulate/execute --trace\n"
-        "  dtsim gui --model gpt2-xl --strategy ddp --nodes 2 --micro-batch 8 --precision bf16-mixed\n"
+        "  dtsim gui --model gpt2-xl --strategy ddp --nodes 2 --micro-batch 4 --precision bf16-mixed\n"
         "  dtsim gui predicted.json measured.json --view compare\n"
         "  dtsim gui --model gpt2 --nodes 2 --axis strategy=ddp,fsdp --axis micro_batch=1,2,4   # the sweep view\n"
         "  dtsim gui sweep.json --model gpt2 --nodes 2   # a `dtsim sweep --format json` file, rows' timelines too\n"

@@ -19,9 +19,10 @@ int main(int argc, char** argv) {
         "Examples:\n"
         "  dtsim demo\n"
         "  dtsim simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 \\\n"
-        "      --strategy ddp --micro-batch 8 --seq-len 1024 --precision bf16-mixed --set bucket_cap_mb=25 \\\n"
+        "      --strategy ddp --micro-batch 4 --seq-len 1024 --precision bf16-mixed --set bucket_cap_mb=25 \\\n"
         "      --trace ddp.json\n"
-        "  mpirun -np 2 dtsim calibrate --quick --out cal.json    # measure this machine (seconds; drop --quick for the full one)\n"
+        "  mpirun -np 2 dtsim calibrate --quick --out cal.json    # measure this machine (seconds; drop --quick for "
+        "the full one)\n"
         "  dtsim models      # the built-in models\n"
         "  dtsim hardware    # the built-in hardware presets");
     dtsim::cli::add_simulate_command(app);

@@ -53,6 +53,8 @@ public:
     void elementwise(std::string name, std::int64_t bytes, double flops);
     void op(Op forward, std::vector<Op> backward);
     void save(std::int64_t bytes);
+    // Memory the layer's forward and backward hold only while they run.
+    void transient(std::int64_t forward_bytes, std::int64_t backward_bytes);
     Layer finish() &&;
 
 private:
@@ -81,11 +83,33 @@ void add_rotary_attention(LayerBuilder& lb, std::int64_t b, std::int64_t s, std:
 // Eager modules of HuggingFace models, kernel by kernel as torch runs them
 // (eager_ops.cpp): RMSNorm over rows x width, rotary embedding on q and k,
 // SiLU(gate) * up and GPT-2's gelu_new over `elements`, and the fp32-upcast cross-entropy over
-// rows x vocab logits. Each adds its ops and saved bytes to `lb`.
-void add_rms_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width);
+// rows x vocab logits. Each adds its ops and saved bytes to `lb`. `autocast`
+// (workload.hpp) says which dtypes torch.autocast gives their tensors.
+void add_rms_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width,
+                  Autocast autocast = Autocast::none);
 void add_rotary(LayerBuilder& lb, std::int64_t q_elements, std::int64_t k_elements);
 void add_swiglu(LayerBuilder& lb, std::int64_t elements);
-void add_gelu_new(LayerBuilder& lb, std::int64_t elements);
+void add_gelu_new(LayerBuilder& lb, std::int64_t elements, Autocast autocast = Autocast::none);
+// torch.nn.LayerNorm over rows x width, its input the residual stream; under
+// autocast (layer_norm is on its fp32 list) the output is fp32 and is cast
+// to the activation dtype for the one matmul that reads it.
+void add_layer_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width,
+                    Autocast autocast);
+// A residual add of a block's branch (activation dtype) into the residual
+// stream, over `elements`; fp32 under Autocast::fp32_weights.
+void add_residual(LayerBuilder& lb, std::int64_t elements, Autocast autocast);
+// Under Autocast::fp32_weights a matmul's fp32 input (a norm's output) is cast
+// to the activation dtype by the matmul itself: the cast kernel, its backward,
+// and the copy the matmul saves. Nothing otherwise.
+void add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast);
+// Under Autocast::fp32_weights every matmul's fp32 weights (and biases) are
+// cast to the activation dtype once per forward (copy_ kernels, non-vectorized),
+// and their 16-bit gradients back to fp32 after the weight-gradient GEMM:
+// add_autocast_weight_casts adds both to every layer that owns parameters and
+// runs a matmul; add_weight_cast to a layer whose matmul uses a weight another
+// layer owns (a tied head). Nothing otherwise.
+void add_autocast_weight_casts(Workload& w);
+void add_weight_cast(LayerBuilder& lb, std::int64_t elements, Autocast autocast);
 void add_upcast_cross_entropy(LayerBuilder& lb, std::int64_t rows, std::int64_t vocab);
 
 struct Gpt2Config {
@@ -182,11 +206,11 @@ Workload empty_workload(const std::string& name, std::int64_t micro_batch, std::
 Workload build_mlp(const std::string& name, std::int64_t layers, std::int64_t width, std::int64_t micro_batch,
                    DType activation_dtype);
 Workload build_gpt2(const std::string& name, const Gpt2Config& config, std::int64_t micro_batch, std::int64_t seq_len,
-                    DType activation_dtype, AttentionImpl attention);
+                    DType activation_dtype, AttentionImpl attention, Autocast autocast = Autocast::none);
 Workload build_llama(const std::string& name, const LlamaConfig& config, std::int64_t micro_batch, std::int64_t seq_len,
-                     DType activation_dtype, AttentionImpl attention);
+                     DType activation_dtype, AttentionImpl attention, Autocast autocast = Autocast::none);
 Workload build_neox(const std::string& name, const NeoxConfig& config, std::int64_t micro_batch, std::int64_t seq_len,
-                    DType activation_dtype, AttentionImpl attention);
+                    DType activation_dtype, AttentionImpl attention, Autocast autocast = Autocast::none);
 // Images, not sequences: the workload's seq_len is 1.
 Workload build_resnet(const std::string& name, const ResNetConfig& config, std::int64_t micro_batch,
                       DType activation_dtype);

@@ -13,6 +13,8 @@
 // activation dtype's bytes. Casts to and from fp32 exist only when dt != 4.
 #include "builders.hpp"
 
+#include <algorithm>
+
 namespace dtsim::models {
 namespace {
 
@@ -53,10 +55,15 @@ void add_module(LayerBuilder& lb, std::vector<Op> forward, std::vector<Op> backw
 //             4E; pow's backward (2x): 8E; mul: 12E; add_: 12E; [cast: (4+dt)E]
 // Saved: x in fp32 (4E bytes) and the normalised output in dt (dt E); the
 // row statistics are b*s floats.
-void add_rms_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width) {
+//
+// Under Autocast::fp32_weights the input is the fp32 residual stream, so
+// input_dtype is fp32: neither cast runs, `weight * x` writes fp32 (4 bytes an
+// element, not dt), and the saved normalised output is that fp32 tensor.
+void add_rms_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width, Autocast autocast) {
     const DType dtype = lb.dtype();
-    const std::int64_t dt = dtype_bytes(dtype);
     const std::int64_t E = rows * width;
+    const bool fp32_stream = autocast == Autocast::fp32_weights;
+    const std::int64_t dt = fp32_stream ? 4 : dtype_bytes(dtype);
     const bool casts = dt != 4;
     const double flops = flops_per_element::rms_norm * static_cast<double>(E);
 
@@ -129,13 +136,119 @@ void add_swiglu(LayerBuilder& lb, std::int64_t elements) {
 //             the mul by 3x^2, two add_ into x's gradient: 11 kernels, 28dt E
 // Saved beyond the input (which the caller counts): tanh's output and the
 // final mul's operands (0.5x and 1 + tanh), 3dt E bytes.
-void add_gelu_new(LayerBuilder& lb, std::int64_t elements) {
+//
+// Under autocast pow is on the fp32 list, so pow's input is an fp32 copy of x
+// and everything from there on is fp32; only 0.5x stays in dt, and the output
+// is cast back to dt for c_proj. (Read off torch 2.11's H100 trace and memory
+// history of GPT2LMHeadModel under autocast(bf16), bench/results/cuda_hf_step.md.)
+//   forward:  vectorized: pow, two scalar muls, tanh, 1 + (8 bytes each, fp32)
+//             and 0.5x (2dt): 6 kernels, 40 + 2dt; non-vectorized (casts and
+//             mixed-dtype operands): x to fp32 (dt+4), x + u (dt+8),
+//             0.5x * (1 + t) (dt+8), the output to dt (4+dt): 4 kernels
+//   backward: vectorized: g * (1 + t) (12), tanh_backward (12), two scalar
+//             muls (8 each), pow's backward (pow, mul by 3, mul: 28), 0.5's
+//             (2dt), two add_ of x's three gradients (6dt): 10 kernels,
+//             68 + 8dt; non-vectorized: the incoming gradient to fp32, the
+//             0.5x gradient to dt, g * 0.5x, the add's and the cast's
+//             gradients to dt: 5 kernels, 24 + 5dt
+// Saved: pow's fp32 input, tanh's output and 1 + tanh (fp32), and 0.5x (dt):
+// (12 + dt) E bytes, and not the input x, which nothing keeps.
+void add_gelu_new(LayerBuilder& lb, std::int64_t elements, Autocast autocast) {
     const DType dtype = lb.dtype();
     const std::int64_t dt = dtype_bytes(dtype);
-    const double flops = flops_per_element::gelu * static_cast<double>(elements);
-    lb.op(vectorized("gelu_new", 18 * dt * elements, dtype, flops, 8),
-          {vectorized("gelu_new.bwd", 28 * dt * elements, dtype, flops, 11)});
-    lb.save(3 * dt * elements);
+    const std::int64_t E = elements;
+    const double flops = flops_per_element::gelu * static_cast<double>(E);
+    if (autocast == Autocast::none || dt == 4) {
+        lb.op(vectorized("gelu_new", 18 * dt * E, dtype, flops, 8),
+              {vectorized("gelu_new.bwd", 28 * dt * E, dtype, flops, 11)});
+        lb.save(3 * dt * E);
+        return;
+    }
+    Op cast = indexed("gelu_new.fp32_ops", 4 * E, (24 + 4 * dt) * E, dtype);
+    cast.kernels = 4;
+    Op cast_bwd = indexed("gelu_new.fp32_ops.bwd", 5 * E, (24 + 5 * dt) * E, dtype);
+    cast_bwd.kernels = 5;
+    add_module(lb, {vectorized("gelu_new", (40 + 2 * dt) * E, dtype, flops, 6), std::move(cast)},
+               {std::move(cast_bwd), vectorized("gelu_new.bwd", (68 + 8 * dt) * E, dtype, flops, 10)});
+    lb.save((12 + dt) * E);
+}
+
+// torch.nn.LayerNorm (native_layer_norm) over E = rows x width elements.
+// Without autocast: one kernel reading and writing dt, its backward the same
+// bytes; it saves its input (dt E; the mean and rstd are not counted).
+// Under autocast the output is fp32 (4 bytes) and a cast kernel makes the dt
+// copy the next matmul reads; the input is the residual stream (fp32 under
+// fp32_weights). Backward: the incoming dt gradient cast to fp32, then the
+// input gradient (reads the gradient and x, writes x's dtype) and the
+// weight/bias gradient (reads both again): 8 + 3 x bytes an element, x the
+// input's bytes. Saves its input and the fp32 mean and rstd (8 bytes a row).
+void add_layer_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows, std::int64_t width,
+                    Autocast autocast) {
+    const DType dtype = lb.dtype();
+    const std::int64_t dt = dtype_bytes(dtype);
+    const std::int64_t E = rows * width;
+    const double flops = flops_per_element::layer_norm * static_cast<double>(E);
+    if (autocast == Autocast::none || dt == 4) {
+        lb.elementwise(name, 2 * E * dt, flops);
+        lb.save(E * dt);
+        return;
+    }
+    const std::int64_t x = autocast == Autocast::fp32_weights ? 4 : dt;
+    add_module(lb, {vectorized(name, (x + 4) * E, dtype, flops), indexed(name + ".to_dtype", E, (4 + dt) * E, dtype)},
+               {indexed(name + ".to_fp32.bwd", E, (dt + 4) * E, dtype),
+                vectorized(name + ".bwd", (8 + 3 * x) * E, dtype, flops, 2)});
+    lb.save(x * E + 8 * rows);
+}
+
+void add_residual(LayerBuilder& lb, std::int64_t elements, Autocast autocast) {
+    const DType dtype = lb.dtype();
+    const std::int64_t dt = dtype_bytes(dtype);
+    const double flops = flops_per_element::add * static_cast<double>(elements);
+    if (autocast != Autocast::fp32_weights || dt == 4) {
+        lb.elementwise("residual", 3 * elements * dt, flops);
+        return;
+    }
+    // The branch (dt) plus the fp32 stream, written fp32: a mixed-dtype kernel.
+    // Backward: the stream's gradient passes through; the branch's is cast to dt.
+    lb.op(indexed("residual", elements, (dt + 8) * elements, dtype, flops),
+          {indexed("residual.bwd", elements, (4 + dt) * elements, dtype)});
+}
+
+Op weight_cast(std::int64_t elements, DType dtype) {
+    return indexed("autocast.weights", elements, (4 + dtype_bytes(dtype)) * elements, dtype);
+}
+
+void add_weight_cast(LayerBuilder& lb, std::int64_t elements, Autocast autocast) {
+    const DType dtype = lb.dtype();
+    if (autocast != Autocast::fp32_weights || dtype_bytes(dtype) == 4) return;
+    Op grad = weight_cast(elements, dtype);
+    grad.name = "autocast.weights.bwd";
+    lb.op(weight_cast(elements, dtype), {std::move(grad)});
+}
+
+void add_autocast_weight_casts(Workload& w) {
+    if (w.autocast != Autocast::fp32_weights || dtype_bytes(w.activation_dtype) == 4) return;
+    for (Layer& l : w.layers) {
+        const bool matmul = std::any_of(l.forward.begin(), l.forward.end(),
+                                        [](const Op& op) { return op.kind == OpKind::gemm && !op.recompute; });
+        const std::int64_t n = l.param_count();
+        if (!matmul || n == 0) continue;
+        Op grad = weight_cast(n, w.activation_dtype);
+        grad.name = "autocast.weights.bwd";
+        l.forward.insert(l.forward.begin(), weight_cast(n, w.activation_dtype));
+        l.backward.push_back(std::move(grad));
+    }
+}
+
+void add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast) {
+    const DType dtype = lb.dtype();
+    const std::int64_t dt = dtype_bytes(dtype);
+    if (autocast != Autocast::fp32_weights || dt == 4) return;
+    // The cast's backward turns the matmul's dt input gradient into fp32, and
+    // autograd adds it into the norm output's gradient (12 bytes an element).
+    lb.op(indexed(name + ".to_dtype", elements, (4 + dt) * elements, dtype),
+          {indexed(name + ".to_dtype.bwd", elements, (dt + 4) * elements, dtype),
+           vectorized(name + ".grad_accumulate", 12 * elements, dtype)});
 }
 
 // HuggingFace's causal-LM loss (ForCausalLMLoss): logits.float(), then
@@ -144,7 +257,11 @@ void add_gelu_new(LayerBuilder& lb, std::int64_t elements) {
 //             and sum passes read the row, then it is written), nll_loss: tiny
 //   backward: the gradient zero-filled (4L), nll_loss_backward (tiny),
 //             log_softmax_backward (16L), [cast back to dt: (4+dt)L]
-// Saved: the log-softmax output, in fp32.
+// Saved: the log-softmax output, in fp32. Held while the forward runs: the
+// logits (dt L, the model's output) and their fp32 copy (4L; the same tensor
+// without casts). While the backward runs: nll_loss's zero-filled gradient and
+// log_softmax's input gradient, both fp32 (8L; measured on an H100:
+// bench/results/cuda_hf_step.md).
 void add_upcast_cross_entropy(LayerBuilder& lb, std::int64_t rows, std::int64_t vocab) {
     const DType dtype = lb.dtype();
     const std::int64_t dt = dtype_bytes(dtype);
@@ -161,6 +278,7 @@ void add_upcast_cross_entropy(LayerBuilder& lb, std::int64_t rows, std::int64_t 
     if (casts) bwd.push_back(vectorized("logits.to_fp32.bwd", (4 + dt) * L, dtype));
     add_module(lb, std::move(fwd), std::move(bwd));
     lb.save(4 * L);
+    lb.transient((casts ? dt + 4 : 4) * L, 8 * L);
 }
 
 }  // namespace dtsim::models

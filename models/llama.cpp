@@ -131,8 +131,13 @@ void add_moe(Workload& w, const LlamaConfig& c, const std::string& p, int blk, i
 }  // namespace
 
 Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t micro_batch, std::int64_t seq_len,
-                     DType activation_dtype, AttentionImpl attention) {
+                     DType activation_dtype, AttentionImpl attention, Autocast autocast) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
+    w.autocast = autocast;
+    // Under autocast over fp32 weights the norms read and write the fp32
+    // residual stream, and each projection casts its fp32 input itself and
+    // keeps that copy (builders.hpp: add_autocast_input_cast).
+    const bool own_casts = autocast == Autocast::fp32_weights && dtype_bytes(activation_dtype) != 4;
 
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;
@@ -181,12 +186,13 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         {
             LayerBuilder lb(p + "input_layernorm", blk, dtype);
             lb.param(p + "input_layernorm.weight", {h}, base + norms_at);
-            add_rms_norm(lb, "input_layernorm", T, h);
+            add_rms_norm(lb, "input_layernorm", T, h, autocast);
             w.layers.push_back(std::move(lb).finish());
         }
         if (fused) {
             LayerBuilder lb(p + "self_attn.qkv_proj", blk, dtype);
             lb.param(p + "self_attn.qkv_proj.weight", {qd + 2 * kvd, h}, base + qkv_at);
+            add_autocast_input_cast(lb, "qkv_proj", T * h, autocast);
             lb.linear("qkv_proj", T, qd + 2 * kvd, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
@@ -195,6 +201,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
                 LayerBuilder lb(p + "self_attn.q_proj", blk, dtype);
                 lb.param(p + "self_attn.q_proj.weight", {qd, h}, base + 0);
                 if (c.qkv_bias) lb.param(p + "self_attn.q_proj.bias", {qd}, base + 1);
+                add_autocast_input_cast(lb, "q_proj", T * h, autocast);
                 lb.linear("q_proj", T, qd, h);
                 lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
@@ -203,14 +210,18 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
                 LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
                 lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + qkv);
                 if (c.qkv_bias) lb.param(p + "self_attn.k_proj.bias", {kvd}, base + qkv + 1);
+                add_autocast_input_cast(lb, "k_proj", T * h, autocast);
                 lb.linear("k_proj", T, kvd, h);
+                if (own_casts) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
             {
                 LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
                 lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2 * qkv);
                 if (c.qkv_bias) lb.param(p + "self_attn.v_proj.bias", {kvd}, base + 2 * qkv + 1);
+                add_autocast_input_cast(lb, "v_proj", T * h, autocast);
                 lb.linear("v_proj", T, kvd, h);
+                if (own_casts) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
         }
@@ -224,20 +235,21 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             lb.param(p + "self_attn.o_proj.weight", {h, qd}, base + o_at);
             if (c.o_bias) lb.param(p + "self_attn.o_proj.bias", {h}, base + o_at + 1);
             lb.linear("o_proj", T, h, qd);
-            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            add_residual(lb, T * h, autocast);
             lb.save(T * qd * dt);
             w.layers.push_back(std::move(lb).finish());
         }
         {
             LayerBuilder lb(p + "post_attention_layernorm", blk, dtype);
             lb.param(p + "post_attention_layernorm.weight", {h}, base + norms_at + 1);
-            add_rms_norm(lb, "post_attention_layernorm", T, h);
+            // Gemma-2's sandwich norm reads the attention output (dt), not the stream.
+            add_rms_norm(lb, "post_attention_layernorm", T, h, c.sandwich_norms ? Autocast::none : autocast);
             w.layers.push_back(std::move(lb).finish());
         }
         if (c.sandwich_norms) {
             LayerBuilder lb(p + "pre_feedforward_layernorm", blk, dtype);
             lb.param(p + "pre_feedforward_layernorm.weight", {h}, base + norms_at + 2);
-            add_rms_norm(lb, "pre_feedforward_layernorm", T, h);
+            add_rms_norm(lb, "pre_feedforward_layernorm", T, h, autocast);
             w.layers.push_back(std::move(lb).finish());
         }
         if (moe) {
@@ -247,6 +259,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         if (fused) {
             LayerBuilder lb(p + "mlp.gate_up_proj", blk, dtype);
             lb.param(p + "mlp.gate_up_proj.weight", {2 * inter, h}, base + mlp_at);
+            add_autocast_input_cast(lb, "gate_up_proj", T * h, autocast);
             lb.linear("gate_up_proj", T, 2 * inter, h);
             lb.save(T * h * dt);
             w.layers.push_back(std::move(lb).finish());
@@ -254,6 +267,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             {
                 LayerBuilder lb(p + "mlp.gate_proj", blk, dtype);
                 lb.param(p + "mlp.gate_proj.weight", {inter, h}, base + mlp_at);
+                add_autocast_input_cast(lb, "gate_proj", T * h, autocast);
                 lb.linear("gate_proj", T, inter, h);
                 lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
@@ -261,7 +275,9 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             {
                 LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
                 lb.param(p + "mlp.up_proj.weight", {inter, h}, base + mlp_at + 1);
+                add_autocast_input_cast(lb, "up_proj", T * h, autocast);
                 lb.linear("up_proj", T, inter, h);
+                if (own_casts) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
         }
@@ -270,7 +286,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             lb.param(p + "mlp.down_proj.weight", {h, inter}, base + mlp_at + (fused ? 1 : 2));
             add_swiglu(lb, T * inter);
             lb.linear("down_proj", T, h, inter);
-            if (!c.sandwich_norms) lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            if (!c.sandwich_norms) add_residual(lb, T * h, autocast);
             lb.save(4 * T * inter * dt);
             w.layers.push_back(std::move(lb).finish());
         }
@@ -278,7 +294,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             LayerBuilder lb(p + "post_feedforward_layernorm", blk, dtype);
             lb.param(p + "post_feedforward_layernorm.weight", {h}, base + norms_at + 3);
             add_rms_norm(lb, "post_feedforward_layernorm", T, h);
-            lb.elementwise("residual", 3 * T * h * dt, fpe::add * d(T * h));
+            add_residual(lb, T * h, autocast);
             w.layers.push_back(std::move(lb).finish());
         }
     }
@@ -287,13 +303,15 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
     {
         LayerBuilder lb("norm", -1, dtype);
         lb.param("norm.weight", {h}, after);
-        add_rms_norm(lb, "norm", T, h);
+        add_rms_norm(lb, "norm", T, h, autocast);
         w.layers.push_back(std::move(lb).finish());
     }
     {
         LayerBuilder lb("lm_head", -1, dtype);
         // Tied: the logits reuse embed_tokens.weight, whose gradient sums both uses.
         if (!c.tied_embeddings) lb.param("lm_head.weight", {c.vocab, h}, after + 1);
+        if (c.tied_embeddings) add_weight_cast(lb, c.vocab * h, autocast);  // embed_tokens' weight, cast for F.linear
+        add_autocast_input_cast(lb, "lm_head", T * h, autocast);
         lb.linear("lm_head", T, c.vocab, h);
         lb.save(T * h * dt);
         w.layers.push_back(std::move(lb).finish());
@@ -303,6 +321,7 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
         add_upcast_cross_entropy(lb, T, c.vocab);
         w.layers.push_back(std::move(lb).finish());
     }
+    add_autocast_weight_casts(w);
     return w;
 }
 

@@ -22,27 +22,24 @@ constexpr std::int64_t mlp_max_width = 1000000;
 struct NamedModel {
     std::int64_t max_positions = 0;  // also the default sequence length
     std::function<Workload(const std::string& name, std::int64_t micro_batch, std::int64_t seq_len, DType dtype,
-                           AttentionImpl attention)>
+                           AttentionImpl attention, Autocast autocast)>
         build;
     bool images = false;  // samples are images: no sequence dimension, seq_len must be 0 or 1
 };
 
 NamedModel gpt2(Gpt2Config c) {
-    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
-                return build_gpt2(name, c, b, s, dt, at);
-            }};
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at,
+                             Autocast ac) { return build_gpt2(name, c, b, s, dt, at, ac); }};
 }
 
 NamedModel llama(LlamaConfig c) {
-    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
-                return build_llama(name, c, b, s, dt, at);
-            }};
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at,
+                             Autocast ac) { return build_llama(name, c, b, s, dt, at, ac); }};
 }
 
 NamedModel neox(NeoxConfig c) {
-    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at) {
-                return build_neox(name, c, b, s, dt, at);
-            }};
+    return {c.positions, [c](const std::string& name, std::int64_t b, std::int64_t s, DType dt, AttentionImpl at,
+                             Autocast ac) { return build_neox(name, c, b, s, dt, at, ac); }};
 }
 
 NamedModel hf_model(const HfModel& m) {
@@ -53,7 +50,7 @@ NamedModel hf_model(const HfModel& m) {
 
 NamedModel resnet(ResNetConfig c) {
     return {1,
-            [c](const std::string& name, std::int64_t b, std::int64_t, DType dt, AttentionImpl) {
+            [c](const std::string& name, std::int64_t b, std::int64_t, DType dt, AttentionImpl, Autocast) {
                 return build_resnet(name, c, b, dt);
             },
             true};
@@ -182,7 +179,8 @@ Workload build_workload(const WorkloadRequest& request) {
                         "(0 means the default, {}).",
                         request.seq_len, name, max, max));
     const std::int64_t seq_len = request.seq_len == 0 ? max : request.seq_len;
-    return model->build(name, request.micro_batch, seq_len, request.activation_dtype, request.attention);
+    return model->build(name, request.micro_batch, seq_len, request.activation_dtype, request.attention,
+                        request.autocast);
 }
 
 std::vector<ModelInfo> list_models() {

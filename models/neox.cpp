@@ -32,7 +32,8 @@
 namespace dtsim::models {
 
 Workload build_neox(const std::string& name, const NeoxConfig& c, std::int64_t micro_batch, std::int64_t seq_len,
-                    DType activation_dtype, AttentionImpl attention) {
+                    DType activation_dtype, AttentionImpl attention,
+                    Autocast /*autocast: its dtype rules are modelled for GPT-2 and Llama only, not yet here*/) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;

@@ -5,6 +5,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/gemm_alignment.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace dtsim::models {
@@ -143,6 +144,11 @@ void LayerBuilder::op(Op forward, std::vector<Op> backward) {
 
 void LayerBuilder::save(std::int64_t bytes) {
     layer_.saved_activation_bytes += bytes;
+}
+
+void LayerBuilder::transient(std::int64_t forward_bytes, std::int64_t backward_bytes) {
+    layer_.forward_transient_bytes = std::max(layer_.forward_transient_bytes, forward_bytes);
+    layer_.backward_transient_bytes = std::max(layer_.backward_transient_bytes, backward_bytes);
 }
 
 Layer LayerBuilder::finish() && {

@@ -14,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 gui() { xvfb-run -a "$dtsim" gui "$@" 2> >(grep -v XDG_RUNTIME_DIR >&2); }
-xl=(--model gpt2-xl --nodes 2 --micro-batch 8 --precision bf16-mixed)
+xl=(--model gpt2-xl --nodes 2 --micro-batch 4 --precision bf16-mixed)
 
 "$dtsim" simulate "${xl[@]}" --trace ddp.json > /dev/null
 gui ddp.json --screenshot "$docs/gui-timeline.png" --size 1600x900

@@ -14,6 +14,7 @@ models::Workload build_workload(const Config& config) {
     request.seq_len = config.seq_len;
     request.activation_dtype = compute_dtype(config.precision);
     request.attention = config.attention;
+    request.autocast = workload_autocast(config);
     return models::build_workload(request);
 }
 

@@ -102,6 +102,8 @@ std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
         id = add_compute(t, forward_deps);
     }
     const auto& l = w_.layers[static_cast<std::size_t>(layer)];
+    plan_.alloc(MemCategory::activations, l.forward_transient_bytes);  // held while the task runs
+    plan_.release(MemCategory::activations, l.forward_transient_bytes);
     if (!checkpointed(layer)) {
         plan_.alloc(MemCategory::activations, l.saved_activation_bytes);
         plan_.alloc(MemCategory::other, autocast_copy_bytes(layer));
@@ -140,6 +142,8 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
     t.bytes = fused_bytes;
     const std::int32_t after_recompute[] = {recomputed};
     const std::int32_t id = add_compute(t, recomputed >= 0 ? Deps(after_recompute) : deps);
+    plan_.alloc(MemCategory::activations, l.backward_transient_bytes);  // held while the task runs
+    plan_.release(MemCategory::activations, l.backward_transient_bytes);
     plan_.release(MemCategory::activations, l.saved_activation_bytes);
     plan_.release(MemCategory::other, autocast_copy_bytes(layer));
     if (checkpointed(layer) && segment_first_[idx] == layer)

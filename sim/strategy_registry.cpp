@@ -22,6 +22,14 @@ std::vector<StepPhase> step_phases(const Config& config) {
     return phases;
 }
 
+models::Autocast workload_autocast(const Config& config) {
+    if (!autocast(config.precision)) return models::Autocast::none;
+    const auto& entry = strategies().find(config.strategy);
+    if (!entry.value.autocast) return models::Autocast::fp32_weights;
+    Knobs knobs(entry.name, entry.value.knobs, config.knobs);
+    return entry.value.autocast(config, knobs);
+}
+
 Plan lower(const models::Workload& workload, const Config& config) {
     config.validate();
     const auto& entry = strategies().find(config.strategy);

@@ -476,6 +476,12 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
 void register_fsdp(Registry<Strategy>& r) {
     Strategy s;
     s.lower = lower_fsdp;
+    // Under a mixed precision autocast sees the parameters MixedPrecision hands
+    // the forward: fp32 with param_dtype=fp32, else the 16-bit flat parameter (§3.7).
+    s.autocast = [](const Config& config, const Knobs& knobs) {
+        const DType param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
+        return param_dtype == DType::fp32 ? models::Autocast::fp32_weights : models::Autocast::half_weights;
+    };
     s.knobs = {
         {"sharding_strategy",
          KnobType::choice,

@@ -824,6 +824,9 @@ Plan lower_zero(const models::Workload& w, const Config& config, const Knobs& kn
 void register_zero(Registry<Strategy>& r) {
     Strategy s;
     s.lower = lower_zero;
+    // DeepSpeed's bf16/fp16 engine converts the module and runs it without
+    // torch.autocast (see lower_zero's set_autocast(false)).
+    s.autocast = [](const Config&, const Knobs&) { return models::Autocast::none; };
     // DeepSpeed's names and defaults (strategy-semantics.md §4.1). The stage
     // defaults to 2, as Lightning's "deepspeed" (DeepSpeed's own default, 0,
     // is no ZeRO at all).

@@ -24,7 +24,7 @@ run_twice() {  # run_twice NAME ARGS...: runs dtsim twice, outputs must be ident
     echo "identical: $name ($(wc -c < "$name.1.out") bytes)"
 }
 
-run_twice simulate-text simulate --model gpt2-xl --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 8 \
+run_twice simulate-text simulate --model gpt2-xl --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 4 \
     --precision bf16-mixed --trace trace.json
 run_twice simulate-json simulate --model llama2-7b --nodes 2 --strategy fsdp --micro-batch 2 \
     --precision bf16-mixed --set sharding_strategy=HYBRID_SHARD --format json

@@ -242,7 +242,7 @@ TEST_CASE("README: ./dtsim demo and the simulate example with its trace") {
 
     fs::remove(scratch_dir() / "ddp.json");
     Run r = run_dtsim(
-        "simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 8 "
+        "simulate --model gpt2-xl --hardware h100-sxm --nodes 2 --gpus-per-node 8 --strategy ddp --micro-batch 4 "
         "--seq-len 1024 --precision bf16-mixed --set bucket_cap_mb=25 --trace ddp.json");
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("Trace written to ddp.json"));

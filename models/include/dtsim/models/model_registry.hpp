@@ -22,6 +22,7 @@ struct WorkloadRequest {
     std::int64_t seq_len = 0;  // 0: the model's default (its context length; 1 for MLPs)
     DType activation_dtype = DType::fp32;
     AttentionImpl attention = AttentionImpl::flash;  // GPT-2 and Llama; MLPs ignore it
+    Autocast autocast = Autocast::none;              // GPT-2 and Llama; the others ignore it
 };
 
 struct ModelInfo {

@@ -20,6 +20,18 @@ namespace dtsim::models {
 // save the s x s probabilities. Parsed and printed by model_registry.hpp.
 enum class AttentionImpl : std::uint8_t { flash, eager };
 
+// How torch.autocast shapes a transformer's dtypes (the "-mixed" precisions).
+// none: every op runs in the activation dtype (fp32, or a model converted to
+// 16 bits, or DeepSpeed's bf16/fp16 engine). fp32_weights: autocast over fp32
+// parameters (DDP; FSDP with param_dtype=fp32): the embeddings, and so the
+// residual stream, stay fp32; matmuls cast their inputs to the 16-bit dtype
+// (each matmul its own copy: the cast cache holds only parameters); ops on
+// autocast's fp32 list (layer_norm, pow, softmax, log_softmax, ...) output
+// fp32. half_weights: autocast over 16-bit parameters (FSDP MixedPrecision
+// with a 16-bit param_dtype): a 16-bit residual stream, but the fp32-list ops
+// still output fp32. torch/csrc/autograd/autocast_mode.cpp lists the ops.
+enum class Autocast : std::uint8_t { none, fp32_weights, half_weights };
+
 enum class OpKind : std::uint8_t {
     gemm,         // (batched) matrix multiply C[m,n] = A[m,k] * B[k,n], `batch` times
     elementwise,  // memory-bound kernel: norms, activations, softmax, residual adds
@@ -88,6 +100,10 @@ struct Layer {
     std::vector<Op> forward;
     std::vector<Op> backward;                 // in execution order
     std::int64_t saved_activation_bytes = 0;  // kept from forward until this layer's backward
+    // Held only while the layer's forward (backward) runs: the loss's fp32
+    // logits, and in backward their fp32 gradients.
+    std::int64_t forward_transient_bytes = 0;
+    std::int64_t backward_transient_bytes = 0;
     std::int64_t buffer_bytes = 0;            // registered buffers (broadcast by DDP's broadcast_buffers)
 
     std::int64_t param_count() const;
@@ -99,6 +115,7 @@ struct Workload {
     std::int64_t seq_len = 0;  // 1 for non-sequence models (MLP)
     DType activation_dtype = DType::fp32;
     AttentionImpl attention = AttentionImpl::flash;  // what the attention cores model (no meaning for MLPs)
+    Autocast autocast = Autocast::none;              // what the transformer builders modelled
     std::vector<Layer> layers;                       // forward order
     // The profile a workload was read from (`simulate --from-trace`); empty
     // for a built model. Its measured times already include what the host

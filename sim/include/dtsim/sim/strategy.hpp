@@ -27,6 +27,9 @@ struct Strategy {
     Plan (*lower)(const models::Workload&, const Config&, const Knobs&);
     // The phases worth reporting; empty means just the steady state.
     std::vector<StepPhase> (*phases)(const Config&, const Knobs&) = nullptr;
+    // How the strategy runs the model under the mixed precisions (workload.hpp's
+    // Autocast); nullptr: torch.autocast over fp32 parameters, as DDP does.
+    models::Autocast (*autocast)(const Config&, const Knobs&) = nullptr;
 };
 
 // The strategy's phases for this config (at least one: the first is the headline).
@@ -34,6 +37,10 @@ std::vector<StepPhase> step_phases(const Config& config);
 
 // All strategies, registered explicitly in strategy_registry.cpp.
 const Registry<Strategy>& strategies();
+
+// The dtypes the model's tensors take under config's strategy and precision
+// (what build_workload hands the model builders).
+models::Autocast workload_autocast(const Config& config);
 
 // Looks up config.strategy, validates its knobs and lowers.
 Plan lower(const models::Workload& workload, const Config& config);
