@@ -118,34 +118,7 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
 
 std::string does_not_fit_message(const sim::SimResult& r, const sim::Config& config, const calib::Calibration& cal) {
     const sim::Metrics& m = r.metrics;
-    const auto at_peak = [&](MemCategory c) { return m.peak_breakdown[static_cast<std::size_t>(c)]; };
-    // Advice that applies to this configuration, biggest lever first.
-    std::vector<std::string> tries;
-    if (config.micro_batch > 1 && at_peak(MemCategory::activations) > 0)
-        tries.push_back("a smaller --micro-batch (with --grad-accum to keep the global batch)");
-    if (config.precision == sim::Precision::fp32 && at_peak(MemCategory::activations) > 0)
-        tries.push_back("--precision bf16-mixed (halves activations)");
-    if (r.workload->attention == models::AttentionImpl::eager && r.workload->seq_len > 1)
-        tries.push_back("--attention flash (no s x s attention matrices)");
-    if (at_peak(MemCategory::buckets) > 0)
-        tries.push_back(fmt::format("--set gradient_as_bucket_view=true (up to {} less)",
-                                    format_bytes(at_peak(MemCategory::buckets))));
-    if (!config.activation_checkpointing && at_peak(MemCategory::activations) > 0)
-        tries.push_back("--activation-checkpointing");
-    // The next lever for model states: shard them, or shard over more GPUs, or offload.
-    const auto knob = [&](const std::string& key) {
-        for (const auto& [k, v] : config.knobs)
-            if (k == key) return v;
-        return std::string();
-    };
-    if (config.strategy == "ddp")
-        tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
-    else if (config.strategy == "deepspeed" && knob("stage") != "3")
-        tries.push_back("--set stage=3 (ZeRO-3 shards the parameters too)");
-    else
-        tries.push_back(fmt::format("more GPUs to shard over (--nodes), or {}", config.strategy == "fsdp"
-                                                                                    ? "--set cpu_offload=true"
-                                                                                    : "--set offload_optimizer=cpu"));
+    const std::vector<std::string> tries = sim::memory_levers(r, config);
     return fmt::format(
         "does not fit: {} with --micro-batch {} needs {} per GPU but the {} has {} usable (over by {}; "
         "{}). Try {}.",

@@ -4,9 +4,12 @@
 #include "dtsim/gui/style.hpp"
 #include "dtsim/gui/timeline_pane.hpp"
 #include "dtsim/gui/trace_source.hpp"
+#include "dtsim/sim/report.hpp"
 #include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
 #include "dtsim/sim/timeline.hpp"
+
+#include <fmt/format.h>
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -66,12 +69,13 @@ WhatIfOutcome simulate_what_if(const sim::Config& config, const calib::Calibrati
         o.title = QString::fromStdString(timeline.title);
         o.index = std::make_shared<TimelineIndex>(model_from_timeline(timeline));
         if (!m.fits)
-            o.message = QStringLiteral("Does not fit: needs %1 per GPU, the %2 has %3 usable (over by %4). "
-                                       "Try a smaller micro-batch, bf16-mixed or a sharding strategy.")
+            o.message = QStringLiteral("Does not fit: needs %1 per GPU, the %2 has %3 usable (over by %4). Try %5.")
                             .arg(format_bytes(static_cast<double>(m.peak_memory_bytes)),
                                  QString::fromStdString(calibration.device.name),
                                  format_bytes(static_cast<double>(m.usable_memory_bytes)),
-                                 format_bytes(static_cast<double>(m.peak_memory_bytes - m.usable_memory_bytes)));
+                                 format_bytes(static_cast<double>(m.peak_memory_bytes - m.usable_memory_bytes)),
+                                 QString::fromStdString(fmt::format(
+                                     "{}", fmt::join(sim::memory_levers(phased.headline, config), ", or "))));
         else
             o.message = QStringLiteral("Fits: peak %1 of %2 usable per GPU (%3 %)")
                             .arg(format_bytes(static_cast<double>(m.peak_memory_bytes)),

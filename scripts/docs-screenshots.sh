@@ -18,7 +18,7 @@ xl=(--model gpt2-xl --nodes 2 --micro-batch 4 --precision bf16-mixed)
 
 "$dtsim" simulate "${xl[@]}" --trace ddp.json > /dev/null
 gui ddp.json --screenshot "$docs/gui-timeline.png" --size 1600x900
-gui ddp.json --select "allreduce bucket 40" --window 150:162 --screenshot "$docs/gui-timeline-zoom.png" --size 1600x900
+gui ddp.json --select "allreduce bucket 40" --window 122:134 --screenshot "$docs/gui-timeline-zoom.png" --size 1600x900
 gui "${xl[@]}" --view whatif --what-if-change micro_batch=16 --screenshot "$docs/gui-whatif.png" --size 1600x900
 gui "${xl[@]}" --axis strategy=ddp,fsdp,deepspeed_stage_2,deepspeed_stage_3 --axis micro_batch=1,2,4,8,16 \
   --screenshot "$docs/gui-sweep.png" --size 1600x1000

@@ -2,6 +2,10 @@
 
 #include "dtsim/sim/strategy.hpp"
 
+#include "dtsim/common/format_bytes.hpp"
+
+#include <fmt/format.h>
+
 namespace dtsim::sim {
 
 Json report_json(const SimResult& r, const Config& config, const calib::Calibration& calibration,
@@ -90,6 +94,38 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["notes"] = r.plan.notes;
     if (!extras.launch.empty()) j["launch"] = extras.launch;
     return j;
+}
+
+std::vector<std::string> memory_levers(const SimResult& result, const Config& config) {
+    const Metrics& m = result.metrics;
+    const auto at_peak = [&](MemCategory c) { return m.peak_breakdown[static_cast<std::size_t>(c)]; };
+    std::vector<std::string> tries;
+    if (config.micro_batch > 1 && at_peak(MemCategory::activations) > 0)
+        tries.push_back("a smaller --micro-batch (with --grad-accum to keep the global batch)");
+    if (config.precision == Precision::fp32 && at_peak(MemCategory::activations) > 0)
+        tries.push_back("--precision bf16-mixed (halves activations)");
+    if (result.workload->attention == models::AttentionImpl::eager && result.workload->seq_len > 1)
+        tries.push_back("--attention flash (no s x s attention matrices)");
+    if (at_peak(MemCategory::buckets) > 0)
+        tries.push_back(fmt::format("--set gradient_as_bucket_view=true (up to {} less)",
+                                    dtsim::format_bytes(at_peak(MemCategory::buckets))));
+    if (!config.activation_checkpointing && at_peak(MemCategory::activations) > 0)
+        tries.push_back("--activation-checkpointing");
+    // The next lever for model states: shard them, or shard over more GPUs, or offload.
+    const auto knob = [&](const std::string& key) {
+        for (const auto& [k, v] : config.knobs)
+            if (k == key) return v;
+        return std::string();
+    };
+    if (config.strategy == "ddp")
+        tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
+    else if (config.strategy == "deepspeed" && knob("stage") != "3")
+        tries.push_back("--set stage=3 (ZeRO-3 shards the parameters too)");
+    else
+        tries.push_back(fmt::format("more GPUs to shard over (--nodes), or {}", config.strategy == "fsdp"
+                                                                                    ? "--set cpu_offload=true"
+                                                                                    : "--set offload_optimizer=cpu"));
+    return tries;
 }
 
 }  // namespace dtsim::sim

@@ -19,6 +19,12 @@ struct ReportExtras {
     std::string launch;  // Lightning's launch method, a one-off cost
 };
 
+// What could make a configuration that does not fit fit, biggest lever first,
+// each as the options that set it ("a smaller --micro-batch (...)",
+// "--activation-checkpointing", ...): only those that apply to this
+// configuration. `simulate` and the GUI's what-if both say these.
+std::vector<std::string> memory_levers(const SimResult& result, const Config& config);
+
 // One JSON object with the configuration, the metrics, the memory breakdown,
 // the collectives and (DDP) the buckets. Deterministic for the same input.
 Json report_json(const SimResult& result, const Config& config, const calib::Calibration& calibration,
