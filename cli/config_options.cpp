@@ -74,7 +74,9 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                    "(the model converted: 16-bit weights, gradients and Adam state). Lightning's names work too: "
                    "32-true, 16-mixed, bf16-mixed, 16-true, bf16-true")
         ->capture_default_str();
-    cmd.add_option("--optimizer", o.optimizer, "adam or sgd")->capture_default_str();
+    cmd.add_option("--optimizer", o.optimizer,
+                   "adam, adamw (torch.optim.AdamW: its weight decay is one more pass over the parameters) or sgd")
+        ->capture_default_str();
     cmd.add_option("--attention", o.attention, "attention kernel: flash (SDPA, HF default) or eager")
         ->capture_default_str();
     cmd.add_flag("--activation-checkpointing,--ckpt", o.activation_checkpointing,
@@ -157,6 +159,7 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     c.grad_accum = o.grad_accum;
     c.precision = sim::precision_from_string(o.precision);
     c.optimizer = sim::optimizer_from_string(o.optimizer);
+    c.decoupled_weight_decay = o.optimizer == "adamw";
     c.attention = models::attention_from_string(o.attention);
     c.activation_checkpointing = o.activation_checkpointing;
     c.ac_freq = o.ac_freq;

@@ -41,7 +41,7 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
          config.topology.gpus_per_node > 1 ? "s" : "", cal.name, cal.provenance.source, config.micro_batch,
          r.workload->seq_len > 1 ? fmt::format(" x {} tokens", r.workload->seq_len) : "",
          config.grad_accum > 1 ? fmt::format(" x {} accumulation steps", config.grad_accum) : "",
-         to_string(config.precision), to_string(config.optimizer));
+         to_string(config.precision), sim::optimizer_name(config));
     line(out, "");
     line(out, "  Step time          {}{}", format_seconds(m.step_time_s),
          extras.phases.size() > 1 ? fmt::format("   {}", extras.phases.front().label) : "");

@@ -88,6 +88,10 @@ private:
 // Train mode's preconditions; throws ConfigError naming what is unsupported.
 void check_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config) {
     (void)mlp_shape(w);
+    if (config.decoupled_weight_decay)
+        throw ConfigError(
+            "train mode trains with adam or sgd; --optimizer adamw is simulated only "
+            "(use --optimizer adam, or --mode replay).");
     if (config.strategy != "ddp") return cpu::check_sharded_train(plan, w, config);
     if (config.precision != sim::Precision::fp32)
         throw ConfigError("train mode runs fp32 only; use --precision fp32 or --mode replay.");

@@ -72,10 +72,15 @@ std::string_view to_string(OptimizerKind o) {
     return o == OptimizerKind::adam ? "adam" : "sgd";
 }
 
+std::string_view optimizer_name(const Config& config) {
+    return config.optimizer == OptimizerKind::adam && config.decoupled_weight_decay ? "adamw"
+                                                                                    : to_string(config.optimizer);
+}
+
 OptimizerKind optimizer_from_string(std::string_view s) {
     if (s == "adam" || s == "adamw") return OptimizerKind::adam;
     if (s == "sgd") return OptimizerKind::sgd;
-    throw ConfigError(unknown_name_message("optimizer", s, {"adam", "sgd"}));
+    throw ConfigError(unknown_name_message("optimizer", s, {"adam", "adamw", "sgd"}));
 }
 
 namespace {

@@ -25,7 +25,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["grad_accum"] = config.grad_accum;
     j["global_batch"] = m.global_batch;
     j["precision"] = to_string(config.precision);
-    j["optimizer"] = to_string(config.optimizer);
+    j["optimizer"] = optimizer_name(config);
     j["activation_checkpointing"] = config.activation_checkpointing;
     if (config.ac_freq > 1) j["ac_freq"] = config.ac_freq;
     j["sync_batchnorm"] = config.sync_batchnorm;

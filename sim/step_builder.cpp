@@ -248,12 +248,19 @@ std::int32_t StepBuilder::optimizer_step(const Optimized& p, Deps deps, int m) {
     // parameter in one fused pass (strategy-semantics.md §8). torch's foreach
     // and for-loop run it as seven ops (adam.py): lerp_ 12 B, mul_ 8, addcmul_ 12,
     // sqrt 8, div 8, add_ 8, addcdiv_ 16: 72 B. Plain SGD: 12 B either way.
-    std::int64_t bytes = p.elements * (!adam ? 12 : fused ? 28 : 72) / 4 * p.element_bytes;
+    // AdamW's decoupled weight decay first multiplies the parameters (8 B; in
+    // torch 2.11's H100 trace of GPT-2 XL, 152 _foreach_mul_ launches against
+    // 76 _foreach_lerp_, bench/results/cuda_hf_step.md); fused=True does it in its kernel.
+    const bool decay_pass = adam && c_.decoupled_weight_decay && !fused;
+    std::int64_t bytes = p.elements * ((!adam ? 12 : fused ? 28 : 72) + (decay_pass ? 8 : 0)) / 4 * p.element_bytes;
     // The unfused ops and the tensor lists each takes (its multi_tensor_apply
-    // depth): Adam's seven as listed above; SGD's one add_ of the gradients.
+    // depth): Adam's seven as listed above (AdamW's mul_ first); SGD's one add_ of the gradients.
     static constexpr int kAdamDepths[] = {2, 1, 3, 2, 1, 1, 3};
+    static constexpr int kAdamWDepths[] = {1, 2, 1, 3, 2, 1, 1, 3};
     static constexpr int kSgdDepths[] = {2};
-    const std::span<const int> ops = adam ? std::span<const int>(kAdamDepths) : std::span<const int>(kSgdDepths);
+    const std::span<const int> ops = !adam        ? std::span<const int>(kSgdDepths)
+                                     : decay_pass ? std::span<const int>(kAdamWDepths)
+                                                  : std::span<const int>(kAdamDepths);
     std::int64_t kernels = 0;
     if (fused)
         kernels = multi_tensor_launches(p.elements, p.tensors, 4);  // params, grads, m, v

@@ -211,7 +211,7 @@ def measure(a):
 def dtsim_args(row, hardware):
     args = ["simulate", "--model", os.path.join(CONFIGS, row["config"]), "--hardware", hardware,
             "--nodes", "1", "--gpus-per-node", "1", "--strategy", "ddp", "--precision", "bf16-mixed",
-            "--micro-batch", str(row["micro_batch"]), "--seq-len", str(row["seq_len"]), "--optimizer", "adam",
+            "--micro-batch", str(row["micro_batch"]), "--seq-len", str(row["seq_len"]), "--optimizer", "adamw",
             "--format", "json"]
     if row["optimizer"].endswith("fused"):
         args += ["--set", "fused=true"]

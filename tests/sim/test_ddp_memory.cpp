@@ -298,3 +298,28 @@ TEST_CASE(
     c.knobs = {{"fused", "true"}, {"foreach", "true"}};
     CHECK_THROWS_WITH(simulate(c, cal), Catch::Contains("cannot be `True` together"));
 }
+
+TEST_CASE("torch AdamW: one more pass over the parameters (its weight decay) unless fused; Adam's state") {
+    const auto cal = calib::load_hardware("h100-sxm");
+    Config c = gpt2_config();
+    c.precision = Precision::bf16_mixed;
+    const SimResult adam = simulate(c, cal);
+    c.decoupled_weight_decay = true;
+    CHECK(optimizer_name(c) == "adamw");
+    const SimResult adamw = simulate(c, cal);
+    const std::int64_t psi = adam.workload->param_count();
+    const Task& a = optimizer_task(adam.plan);
+    const Task& w = optimizer_task(adamw.plan);
+    // _foreach_mul_(params, 1 - lr * weight_decay): read and write 4 bytes a parameter.
+    CHECK(w.bytes - a.bytes == 8 * psi);
+    CHECK(w.launches > a.launches);
+    CHECK(adamw.metrics.peak_memory_bytes == adam.metrics.peak_memory_bytes);
+    CHECK(adamw.metrics.step_time_s > adam.metrics.step_time_s);
+    // fused=True applies the decay inside its one kernel.
+    c.knobs = {{"fused", "true"}};
+    const SimResult fused = simulate(c, cal);
+    CHECK(optimizer_task(fused.plan).bytes == 28 * psi);
+    // Plain Adam's name and the reports' field.
+    c.decoupled_weight_decay = false;
+    CHECK(optimizer_name(c) == "adam");
+}

@@ -39,6 +39,10 @@ struct Topology {
     int world_size() const { return nodes * gpus_per_node; }
 };
 
+struct Config;
+// "adam", "adamw" or "sgd": what the user asked for.
+std::string_view optimizer_name(const Config& config);
+
 struct Config {
     std::string model = "gpt2";
     std::string strategy = "ddp";
@@ -48,6 +52,10 @@ struct Config {
     int grad_accum = 1;        // micro-steps per optimizer step (no_sync on all but the last)
     Precision precision = Precision::fp32;
     OptimizerKind optimizer = OptimizerKind::adam;
+    // --optimizer adamw: torch.optim.AdamW. Its decoupled weight decay is one
+    // more pass over the parameters (_foreach_mul_(params, 1 - lr * wd); fused
+    // inside the one kernel with fused=True); its state is Adam's.
+    bool decoupled_weight_decay = false;
     models::AttentionImpl attention = models::AttentionImpl::flash;
     // Recompute each transformer block's forward in backward (torch.utils.checkpoint per block).
     bool activation_checkpointing = false;
