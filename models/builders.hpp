@@ -99,9 +99,10 @@ void add_layer_norm(LayerBuilder& lb, const std::string& name, std::int64_t rows
 // stream, over `elements`; fp32 under Autocast::fp32_weights.
 void add_residual(LayerBuilder& lb, std::int64_t elements, Autocast autocast);
 // Under Autocast::fp32_weights a matmul's fp32 input (a norm's output) is cast
-// to the activation dtype by the matmul itself: the cast kernel, its backward,
-// and the copy the matmul saves. Nothing otherwise.
-void add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast);
+// to the activation dtype by the matmul itself: the cast kernel and its
+// backward; true when it cast, so the caller saves the matmul's own copy.
+// Nothing otherwise.
+bool add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast);
 // Under Autocast::fp32_weights every matmul's fp32 weights (and biases) are
 // cast to the activation dtype once per forward (copy_ kernels, non-vectorized),
 // and their 16-bit gradients back to fp32 after the weight-gradient GEMM:

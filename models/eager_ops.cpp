@@ -214,16 +214,16 @@ void add_residual(LayerBuilder& lb, std::int64_t elements, Autocast autocast) {
           {indexed("residual.bwd", elements, (4 + dt) * elements, dtype)});
 }
 
-Op weight_cast(std::int64_t elements, DType dtype) {
-    return indexed("autocast.weights", elements, (4 + dtype_bytes(dtype)) * elements, dtype);
+// autocast's copy_ of fp32 weights to dtype, or (backward) of their gradients back.
+Op weight_cast(std::int64_t elements, DType dtype, bool backward = false) {
+    return indexed(backward ? "autocast.weights.bwd" : "autocast.weights", elements,
+                   (4 + dtype_bytes(dtype)) * elements, dtype);
 }
 
 void add_weight_cast(LayerBuilder& lb, std::int64_t elements, Autocast autocast) {
     const DType dtype = lb.dtype();
     if (autocast != Autocast::fp32_weights || dtype_bytes(dtype) == 4) return;
-    Op grad = weight_cast(elements, dtype);
-    grad.name = "autocast.weights.bwd";
-    lb.op(weight_cast(elements, dtype), {std::move(grad)});
+    lb.op(weight_cast(elements, dtype), {weight_cast(elements, dtype, true)});
 }
 
 void add_autocast_weight_casts(Workload& w) {
@@ -233,22 +233,21 @@ void add_autocast_weight_casts(Workload& w) {
                                         [](const Op& op) { return op.kind == OpKind::gemm && !op.recompute; });
         const std::int64_t n = l.param_count();
         if (!matmul || n == 0) continue;
-        Op grad = weight_cast(n, w.activation_dtype);
-        grad.name = "autocast.weights.bwd";
         l.forward.insert(l.forward.begin(), weight_cast(n, w.activation_dtype));
-        l.backward.push_back(std::move(grad));
+        l.backward.push_back(weight_cast(n, w.activation_dtype, true));
     }
 }
 
-void add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast) {
+bool add_autocast_input_cast(LayerBuilder& lb, const std::string& name, std::int64_t elements, Autocast autocast) {
     const DType dtype = lb.dtype();
     const std::int64_t dt = dtype_bytes(dtype);
-    if (autocast != Autocast::fp32_weights || dt == 4) return;
+    if (autocast != Autocast::fp32_weights || dt == 4) return false;
     // The cast's backward turns the matmul's dt input gradient into fp32, and
     // autograd adds it into the norm output's gradient (12 bytes an element).
     lb.op(indexed(name + ".to_dtype", elements, (4 + dt) * elements, dtype),
           {indexed(name + ".to_dtype.bwd", elements, (dt + 4) * elements, dtype),
            vectorized(name + ".grad_accumulate", 12 * elements, dtype)});
+    return true;
 }
 
 // HuggingFace's causal-LM loss (ForCausalLMLoss): logits.float(), then

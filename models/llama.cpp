@@ -134,10 +134,6 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
                      DType activation_dtype, AttentionImpl attention, Autocast autocast) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
     w.autocast = autocast;
-    // Under autocast over fp32 weights the norms read and write the fp32
-    // residual stream, and each projection casts its fp32 input itself and
-    // keeps that copy (builders.hpp: add_autocast_input_cast).
-    const bool own_casts = autocast == Autocast::fp32_weights && dtype_bytes(activation_dtype) != 4;
 
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;
@@ -210,18 +206,22 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
                 LayerBuilder lb(p + "self_attn.k_proj", blk, dtype);
                 lb.param(p + "self_attn.k_proj.weight", {kvd, h}, base + qkv);
                 if (c.qkv_bias) lb.param(p + "self_attn.k_proj.bias", {kvd}, base + qkv + 1);
-                add_autocast_input_cast(lb, "k_proj", T * h, autocast);
+                // Under autocast over fp32 weights each projection casts the fp32
+                // norm output itself and keeps its own copy (builders.hpp).
+                const bool own_copy = add_autocast_input_cast(lb, "k_proj", T * h, autocast);
                 lb.linear("k_proj", T, kvd, h);
-                if (own_casts) lb.save(T * h * dt);
+                if (own_copy) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
             {
                 LayerBuilder lb(p + "self_attn.v_proj", blk, dtype);
                 lb.param(p + "self_attn.v_proj.weight", {kvd, h}, base + 2 * qkv);
                 if (c.qkv_bias) lb.param(p + "self_attn.v_proj.bias", {kvd}, base + 2 * qkv + 1);
-                add_autocast_input_cast(lb, "v_proj", T * h, autocast);
+                // Under autocast over fp32 weights each projection casts the fp32
+                // norm output itself and keeps its own copy (builders.hpp).
+                const bool own_copy = add_autocast_input_cast(lb, "v_proj", T * h, autocast);
                 lb.linear("v_proj", T, kvd, h);
-                if (own_casts) lb.save(T * h * dt);
+                if (own_copy) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
         }
@@ -275,9 +275,11 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
             {
                 LayerBuilder lb(p + "mlp.up_proj", blk, dtype);
                 lb.param(p + "mlp.up_proj.weight", {inter, h}, base + mlp_at + 1);
-                add_autocast_input_cast(lb, "up_proj", T * h, autocast);
+                // Under autocast over fp32 weights each projection casts the fp32
+                // norm output itself and keeps its own copy (builders.hpp).
+                const bool own_copy = add_autocast_input_cast(lb, "up_proj", T * h, autocast);
                 lb.linear("up_proj", T, inter, h);
-                if (own_casts) lb.save(T * h * dt);
+                if (own_copy) lb.save(T * h * dt);
                 w.layers.push_back(std::move(lb).finish());
             }
         }

@@ -6,6 +6,7 @@
 //     inputs to bf16, each its own copy (the cast cache holds parameters only);
 //   - fp32 embeddings make the residual stream fp32 under fp32 weights.
 #include "dtsim/models/model_registry.hpp"
+#include "models/workload_queries.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -13,6 +14,8 @@
 
 using namespace dtsim;
 using namespace dtsim::models;
+using dtsim::test::block_saved_bytes;
+using dtsim::test::layer_named;
 
 namespace {
 
@@ -20,20 +23,6 @@ Workload build(const std::string& name, std::int64_t b, std::int64_t s, Autocast
     WorkloadRequest r{name, b, s, DType::bf16, AttentionImpl::flash};
     r.autocast = autocast;
     return build_workload(r);
-}
-
-std::int64_t block_saved(const Workload& w, int block) {
-    std::int64_t total = 0;
-    for (const Layer& l : w.layers)
-        if (l.block == block) total += l.saved_activation_bytes;
-    return total;
-}
-
-const Layer& layer(const Workload& w, const std::string& name) {
-    for (const Layer& l : w.layers)
-        if (l.name == name) return l;
-    FAIL("no layer " << name);
-    throw;  // unreachable
 }
 
 }  // namespace
@@ -54,20 +43,20 @@ TEST_CASE("autocast over fp32 weights: a GPT-2 block saves what torch's autograd
     CHECK(w.autocast == Autocast::fp32_weights);
     for (int block : {0, 11}) {
         INFO("block " << block);
-        CHECK(block_saved(w, block) == norms + attention + mlp);
+        CHECK(block_saved_bytes(w, block) == norms + attention + mlp);
     }
     // That is 86sbh (+16sb, +4asb); without autocast the block saves 58sbh:
     // bf16 norms' inputs (2sbh each) and gelu_new's bf16 chain, which keeps c_fc's output.
-    CHECK(block_saved(w, 3) == 86 * sbh + 16 * sb + 4 * a * s * b);
-    CHECK(block_saved(build("gpt2", b, s, Autocast::none), 3) == 58 * sbh + 4 * a * s * b);
+    CHECK(block_saved_bytes(w, 3) == 86 * sbh + 16 * sb + 4 * a * s * b);
+    CHECK(block_saved_bytes(build("gpt2", b, s, Autocast::none), 3) == 58 * sbh + 4 * a * s * b);
     // Over bf16 weights (FSDP's MixedPrecision) the stream is bf16: the norms keep 2 bytes.
-    CHECK(block_saved(build("gpt2", b, s, Autocast::half_weights), 3) == 82 * sbh + 16 * sb + 4 * a * s * b);
+    CHECK(block_saved_bytes(build("gpt2", b, s, Autocast::half_weights), 3) == 82 * sbh + 16 * sb + 4 * a * s * b);
 }
 
 TEST_CASE("autocast: gelu_new runs fp32 from pow on, with casts and mixed-dtype kernels non-vectorized") {
     const std::int64_t b = 2, s = 64, h = 1600, E = b * s * 4 * h;
     const Workload w = build("gpt2-xl", b, s, Autocast::fp32_weights);
-    const Layer& fc = layer(w, "h.5.mlp.c_fc");
+    const Layer& fc = layer_named(w, "h.5.mlp.c_fc");
     std::int64_t vectorized = 0, indexed = 0, indexed_elements = 0;
     int kernels = 0;
     for (const auto* ops : {&fc.forward, &fc.backward})
@@ -101,12 +90,12 @@ TEST_CASE("autocast over fp32 weights: a Llama block's norms write fp32 and each
     // up's output and the product (4 tensors of width i).
     const std::int64_t mlp = 2 * 2 * sbh + 4 * 2 * s * b * i;
     const Workload w = build("llama2-7b", b, s, Autocast::fp32_weights);
-    CHECK(block_saved(w, 0) == 2 * norm + attention + mlp);
+    CHECK(block_saved_bytes(w, 0) == 2 * norm + attention + mlp);
     // Over bf16 weights the norms cast explicitly (x.to(float32), the bf16
     // output) and q, k and v share one bf16 input, as without autocast.
-    CHECK(block_saved(build("llama2-7b", b, s, Autocast::half_weights), 0) ==
-          block_saved(build("llama2-7b", b, s, Autocast::none), 0));
-    CHECK(block_saved(w, 0) - block_saved(build("llama2-7b", b, s, Autocast::none), 0) ==
+    CHECK(block_saved_bytes(build("llama2-7b", b, s, Autocast::half_weights), 0) ==
+          block_saved_bytes(build("llama2-7b", b, s, Autocast::none), 0));
+    CHECK(block_saved_bytes(w, 0) - block_saved_bytes(build("llama2-7b", b, s, Autocast::none), 0) ==
           2 * (4 - 2) * sbh + 3 * 2 * sbh);  // fp32 normed outputs; k, v and up keep their own copies
 }
 
@@ -114,7 +103,7 @@ TEST_CASE("HF's upcast loss holds its fp32 logits while it runs, and their gradi
     const std::int64_t b = 2, s = 64, vocab = 50257, L = b * s * vocab;
     for (Autocast ac : {Autocast::none, Autocast::fp32_weights}) {
         const Workload w = build("gpt2", b, s, ac);
-        const Layer& loss = layer(w, "loss");
+        const Layer& loss = layer_named(w, "loss");
         CHECK(loss.saved_activation_bytes == 4 * L);    // log_softmax's fp32 output
         CHECK(loss.forward_transient_bytes == 6 * L);   // the bf16 logits and their fp32 copy
         CHECK(loss.backward_transient_bytes == 8 * L);  // nll_loss's and log_softmax's fp32 gradients

@@ -2,6 +2,8 @@
 #include "dtsim/models/model_registry.hpp"
 #include "dtsim/models/workload.hpp"
 
+#include "models/workload_queries.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 using namespace dtsim;
 using namespace dtsim::models;
 using Catch::Matchers::Contains;
+using dtsim::test::block_saved_bytes;
+using dtsim::test::layer_named;
 
 namespace {
 
@@ -34,20 +38,6 @@ const Op& op_named(const std::vector<Op>& ops, const std::string& name) {
     for (const auto& op : ops)
         if (op.name == name) return op;
     FAIL("no op " << name);
-    throw;  // unreachable
-}
-
-std::int64_t block_saved_bytes(const Workload& w, int block) {
-    std::int64_t total = 0;
-    for (const auto& l : w.layers)
-        if (l.block == block) total += l.saved_activation_bytes;
-    return total;
-}
-
-const Layer& layer_named(const Workload& w, const std::string& name) {
-    for (const auto& l : w.layers)
-        if (l.name == name) return l;
-    FAIL("no layer " << name);
     throw;  // unreachable
 }
 
