@@ -2,7 +2,10 @@
 // on one core. Targets: >= 5,000 simulations/s of gpt2-xl DDP on 16 GPUs
 // (issue 2); >= 1,000/s for llama2-70b FULL_SHARD and ZeRO-3 offload on 1024
 // GPUs (issue 3).
-//   build/release/bench/sim_speed [--seconds S]
+// It runs with the dtsim command's allocator policy (dtsim::keep_freed_memory);
+// --glibc-defaults measures without it, as a library user who does not set it.
+//   build/release/bench/sim_speed [--seconds S] [--glibc-defaults]
+#include "dtsim/common/host_memory.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/engine.hpp"
@@ -60,8 +63,12 @@ void run(const Scenario& s, double budget_s) {
 
 int main(int argc, char** argv) {
     double budget_s = 2.0;
-    for (int i = 1; i + 1 < argc; ++i)
-        if (std::strcmp(argv[i], "--seconds") == 0) budget_s = std::atof(argv[i + 1]);
+    bool glibc_defaults = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) budget_s = std::atof(argv[++i]);
+        else if (std::strcmp(argv[i], "--glibc-defaults") == 0) glibc_defaults = true;
+    }
+    if (!glibc_defaults) dtsim::keep_freed_memory();
     dtsim::sim::Config gpt2;
     gpt2.model = "gpt2-xl";
     gpt2.topology = {2, 8};
@@ -73,8 +80,9 @@ int main(int argc, char** argv) {
     llama.topology = {128, 8};
     llama.micro_batch = 1;
     llama.seq_len = 4096;
-    fmt::print("sim_speed: one core, {:.1f} s per measurement (target: >= 5,000 simulations/s for gpt2-xl DDP)\n",
-               budget_s);
+    fmt::print(
+        "sim_speed: one core, {:.1f} s per measurement, {} (target: >= 5,000 simulations/s for gpt2-xl DDP)\n",
+        budget_s, glibc_defaults ? "glibc's allocator defaults" : "dtsim's allocator policy (keep_freed_memory)");
     dtsim::sim::Config fsdp = llama;
     fsdp.strategy = "fsdp";
     dtsim::sim::Config zero3 = llama;

@@ -4,6 +4,7 @@
 //   build/release/bench/sweep_speed [--repeat N]
 #include "dtsim/advisor/search_space.hpp"
 #include "dtsim/advisor/sweep.hpp"
+#include "dtsim/common/host_memory.hpp"
 #include "dtsim/profiler/presets.hpp"
 
 #include <fmt/format.h>
@@ -47,6 +48,7 @@ dtsim::advisor::SearchSpace space() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    dtsim::keep_freed_memory();  // as the dtsim command runs
     int repeat = 1;
     for (int i = 1; i + 1 < argc; ++i)
         if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[i + 1]);

@@ -2,12 +2,14 @@
 // explain what to run instead.
 #include "commands.hpp"
 #include "dtsim/common/error.hpp"
+#include "dtsim/common/host_memory.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdio>
 
 int main(int argc, char** argv) {
+    dtsim::keep_freed_memory();  // sweeps and the GUI run thousands of simulations
     CLI::App app{
         "dtsim: a distributed-training simulator and performance advisor.\n"
         "Predicts step time, throughput and peak memory of PyTorch DDP, FSDP and\n"

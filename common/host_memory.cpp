@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <malloc.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <limits>
@@ -46,6 +47,13 @@ void check_fits_host_memory(std::uint64_t need, double fraction, const std::stri
     throw ConfigError(
         fmt::format("{} needs about {} but this machine has {}{}: {}", what, bytes_text(need), bytes_text(total),
                     fraction < 1.0 ? fmt::format(" (this allows {:.0f}% of it)", fraction * 100.0) : "", advice));
+}
+
+void keep_freed_memory() {
+    // Setting either threshold also turns off glibc's dynamic threshold, which
+    // otherwise moves with the sizes freed and makes the policy depend on history.
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's maximum on 64-bit (HEAP_MAX_SIZE / 2)
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 }  // namespace dtsim
