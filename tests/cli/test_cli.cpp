@@ -27,13 +27,11 @@ struct Run {
     std::string out, err;
 };
 
+// One per test process, removed with its contents when the process exits
+// (ctest runs each case as its own process).
 fs::path scratch_dir() {
-    static const fs::path dir = [] {
-        fs::path d = fs::temp_directory_path() / ("dtsim-cli-test-" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        return d;
-    }();
-    return dir;
+    static const dtsim::test::TempDir dir;
+    return dir.path();
 }
 
 // Runs `dtsim <args>` in the scratch directory, capturing stdout and stderr.
