@@ -1,5 +1,7 @@
 #include "config_options.hpp"
 
+#include "dtsim/sim/nccl_model.hpp"
+
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/registry.hpp"
 #include "dtsim/models/model_registry.hpp"
@@ -64,7 +66,8 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                    "override the hardware's device memory, in GiB per GPU (e.g. 40 for an A100 40GB)");
     cmd.add_option("--inter-node-gbps", o.inter_node_gbps,
                    "override the network between nodes: bus bandwidth per GPU in GB/s (e.g. 12.5 for 100 Gb/s "
-                   "Ethernet per GPU); replaces the hardware's inter-node curves and their measured points");
+                   "Ethernet per GPU); replaces the hardware's inter-node curves and their measured points, and the "
+                   "bandwidth of NCCL's multi-node graphs");
     cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();
     cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
     cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
@@ -90,6 +93,11 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
     cmd.add_option("--set", o.set,
                    "strategy knob by its torch name, e.g. --set bucket_cap_mb=50 (repeatable; "
                    "`--set help=1` lists the strategy's knobs)");
+    cmd.add_option("--env", o.env,
+                   "an NCCL variable of the run, as NCCL reads it, e.g. --env NCCL_ALGO=ring or --env "
+                   "NCCL_MAX_NCHANNELS=8 (repeatable). Models: " +
+                       sim::nccl_env_names() + ". Presets of NVIDIA SXM nodes price NCCL's own algorithm choice")
+        ->type_name("NAME=VALUE");
     cmd.add_option("--trace", o.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
     cmd.add_option("--format", o.format, "output: text or json")
         ->check(CLI::IsMember({"text", "json"}))
@@ -126,6 +134,14 @@ calib::Calibration load_hardware(const SimulateOptions& o) {
             if (curve.scope != calib::LinkScope::inter_node) continue;
             curve.bus_bw_gbps = *o.inter_node_gbps;
             curve.points.clear();  // measured at another bandwidth
+            any = true;
+        }
+        if (c.nccl.present()) {
+            // NCCL's multi-node graphs: one NIC per GPU, so a node's channels
+            // together carry the GPUs' bandwidth (8 x 400G NDR: 8 x 48 GB/s).
+            for (calib::NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes}) {
+                g->bw_intra_gbps = g->bw_inter_gbps = *o.inter_node_gbps * c.gpus_per_node / g->channels;
+            }
             any = true;
         }
         if (!any)
@@ -176,6 +192,12 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
         if (eq == std::string::npos || eq == 0)
             throw ConfigError(fmt::format("--set {}: expected key=value, e.g. --set bucket_cap_mb=25", kv));
         c.knobs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    for (const auto& kv : o.env) {
+        auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw ConfigError(fmt::format("--env {}: expected NAME=VALUE, e.g. --env NCCL_ALGO=ring", kv));
+        c.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     }
     if (auto how = sim::resolve_lightning_name(c); how && launch) *launch = *how;
     check_strategy_name(c.strategy);

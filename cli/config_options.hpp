@@ -33,6 +33,7 @@ struct SimulateOptions {
     int ac_freq = 1;
     bool sync_batchnorm = false;
     std::vector<std::string> set;
+    std::vector<std::string> env;  // --env NCCL_ALGO=ring
     std::string trace;
     std::string format = "text";
 };

@@ -41,6 +41,27 @@ Json collective_json(const CollectiveCurve& c) {
     return j;
 }
 
+Json nccl_graph_json(const NcclGraph& g) {
+    return {{"channels", g.channels}, {"bw_intra_gbps", g.bw_intra_gbps}, {"bw_inter_gbps", g.bw_inter_gbps}};
+}
+
+Json nccl_json(const NcclTopology& t) {
+    return {{"sm", t.sm},
+            {"amd_cpu", t.amd_cpu},
+            {"nvlink", t.nvlink},
+            {"nvls", t.nvls},
+            {"nic_near_gpu", t.nic_near_gpu},
+            {"ring_node", nccl_graph_json(t.ring_node)},
+            {"tree_node", nccl_graph_json(t.tree_node)},
+            {"nvls_node", nccl_graph_json(t.nvls_node)},
+            {"ring_nodes", nccl_graph_json(t.ring_nodes)},
+            {"tree_nodes", nccl_graph_json(t.tree_nodes)},
+            {"channels_node", t.channels_node},
+            {"channels_nodes", t.channels_nodes},
+            {"gpus_per_node", t.gpus_per_node},
+            {"socket_gbps", t.socket_gbps}};
+}
+
 // The ranges of a calibration's numbers. Each upper bound lies far beyond any
 // real machine, so it refuses only a wrong unit or a corrupt file, and keeps
 // the cost model's arithmetic finite.
@@ -74,6 +95,9 @@ constexpr std::size_t kMaxGemmCurves = 64;
 constexpr std::size_t kMaxGemmPoints = 100000;
 constexpr std::size_t kMaxCollectives = 10000;
 constexpr std::size_t kMaxPointsPerCurve = 10000;
+constexpr Bounds kNcclSm{
+    .min = 60, .max = 200, .why_max = "compute capability x 10: 80 Ampere, 90 Hopper, 100 Blackwell"};
+constexpr Bounds kNcclChannels{.min = 0, .max = 64, .why_max = "NCCL launches at most 64 channels (MAXCHANNELS)"};
 
 template <class F>
 auto enum_field(const JsonView& v, const std::string& key, F parse) {
@@ -128,6 +152,39 @@ CollectivePoint read_collective_point(const JsonView& p) {
     if (!x[1].is_number()) time.fail("", fmt::format("expected a time in microseconds, found {}", json_excerpt(x[1])));
     if (std::string why = check_bounds(x[1].get<double>(), kTimeUs); !why.empty()) time.fail("", why);
     return CollectivePoint{.size_bytes = x[0].get<std::int64_t>(), .time_us = x[1].get<double>()};
+}
+
+NcclGraph read_nccl_graph(const JsonView& v) {
+    NcclGraph g;
+    g.channels = static_cast<int>(v.integer_within("channels", kNcclChannels));
+    g.bw_intra_gbps = v.number_within("bw_intra_gbps", kOptionalRateGbps);
+    g.bw_inter_gbps = v.number_within("bw_inter_gbps", kOptionalRateGbps);
+    return g;
+}
+
+NcclTopology read_nccl(const JsonView& v) {
+    NcclTopology t;
+    t.sm = static_cast<int>(v.integer_within("sm", kNcclSm));
+    t.amd_cpu = v.boolean_or("amd_cpu", false);
+    t.nvlink = v.boolean_or("nvlink", true);
+    t.nvls = v.boolean_or("nvls", false);
+    t.nic_near_gpu = v.boolean_or("nic_near_gpu", true);
+    t.ring_node = read_nccl_graph(v.at("ring_node"));
+    t.tree_node = read_nccl_graph(v.at("tree_node"));
+    t.ring_nodes = read_nccl_graph(v.at("ring_nodes"));
+    t.tree_nodes = read_nccl_graph(v.at("tree_nodes"));
+    if (v.has("nvls_node")) t.nvls_node = read_nccl_graph(v.at("nvls_node"));
+    for (auto [key, graph] : {std::pair{"ring_node", &t.ring_node}, std::pair{"tree_node", &t.tree_node},
+                              std::pair{"ring_nodes", &t.ring_nodes}, std::pair{"tree_nodes", &t.tree_nodes}})
+        if (graph->channels < 1 || graph->bw_intra_gbps <= 0 || graph->bw_inter_gbps <= 0)
+            v.fail(key, "expected a graph of at least 1 channel with positive bandwidths");
+    if (t.nvls && (t.nvls_node.channels < 2 || t.nvls_node.bw_intra_gbps <= 0 || t.nvls_node.bw_inter_gbps <= 0))
+        v.fail("nvls_node", "nvls is true: expected a graph of at least 2 channels with positive bandwidths");
+    t.channels_node = static_cast<int>(v.integer_within("channels_node", kNcclChannels));
+    t.channels_nodes = static_cast<int>(v.integer_within("channels_nodes", kNcclChannels));
+    t.gpus_per_node = v.has("gpus_per_node") ? static_cast<int>(v.integer_within("gpus_per_node", kGpusPerNode)) : 8;
+    t.socket_gbps = v.has("socket_gbps") ? v.number_within("socket_gbps", kOptionalRateGbps) : 0;
+    return t;
 }
 
 CollectiveCurve read_collective(const JsonView& v) {
@@ -210,6 +267,7 @@ std::string to_json_text(const Calibration& c) {
                     {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute},
                     {"compute_slowdown_under_host", c.overlap.compute_slowdown_under_host},
                     {"host_slowdown_under_compute", c.overlap.host_slowdown_under_compute}};
+    if (c.nccl.present()) j["nccl"] = nccl_json(c.nccl);  // absent: no NCCL model (CPU backends, RCCL)
     return j.dump(2) + "\n";
 }
 
@@ -282,6 +340,7 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
                                   std::pair{"host_slowdown_under_compute", &c.overlap.host_slowdown_under_compute}})
             if (o.has(key)) *value = o.number_within(key, kSlowdown);
     }
+    if (root.has("nccl")) c.nccl = read_nccl(root.at("nccl"));
     return c;
 }
 

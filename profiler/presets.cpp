@@ -35,6 +35,61 @@ struct Bf16Curve {
 constexpr Bf16Curve kGH100Bf16 = {
     .max_efficiency = 0.85, .half_m = 32, .half_n = 160, .half_k = 160, .align4_ratio = 0.35, .align2_ratio = 0.17};
 
+// NCCL's view of the 8-GPU SXM nodes, for its algorithm choice (NcclTopology):
+// the graphs NCCL 2.30.7's topology search finds, worked out from its source
+// in docs/notes/nccl-tuning.md §1.1 (derived, not read from a log). NICs sit on
+// the GPUs' PCIe switches (PXN), so LL128 runs across nodes.
+// DGX/HGX H100 and H200: NVLink 4 (18 x 20.6 GB/s) gives a ring of 6 x 60,
+// doubled to 12 x 30; NVLS 8 channels (40 in, 60 out); 8 x 400G NDR give
+// 8 x 48 across nodes (not doubled, 48 < 50). Intel Xeon hosts.
+constexpr NcclTopology kHgxH100Nccl = {.sm = 90,
+                                       .amd_cpu = false,
+                                       .nvlink = true,
+                                       .nvls = true,
+                                       .nic_near_gpu = true,
+                                       .ring_node = {12, 30, 30},
+                                       .tree_node = {12, 30, 30},
+                                       .nvls_node = {8, 40, 60},
+                                       .ring_nodes = {8, 48, 48},
+                                       .tree_nodes = {8, 48, 48},
+                                       .channels_node = 24,
+                                       .channels_nodes = 16,
+                                       .gpus_per_node = 8,
+                                       .socket_gbps = 0};
+// DGX A100: NVLink 3 (12 x 20 GB/s) gives 6 x 40 doubled to 12 x 20; 8 x 200G
+// HDR behind PCIe Gen4 give 8 x 24. AMD EPYC hosts. No NVLS before Hopper.
+constexpr NcclTopology kDgxA100Nccl = {.sm = 80,
+                                       .amd_cpu = true,
+                                       .nvlink = true,
+                                       .nvls = false,
+                                       .nic_near_gpu = true,
+                                       .ring_node = {12, 20, 20},
+                                       .tree_node = {12, 20, 20},
+                                       .nvls_node = {},
+                                       .ring_nodes = {8, 24, 24},
+                                       .tree_nodes = {8, 24, 24},
+                                       .channels_node = 24,
+                                       .channels_nodes = 16,
+                                       .gpus_per_node = 8,
+                                       .socket_gbps = 0};
+// HGX B200 [E]: not derived from the search; a ring of 16 x 43.75 = 700, the
+// preset's busbw (NCCL's link model: 18 x 40.1 = 722), NVLS left out until
+// its Blackwell graph is worked out, and 8 x 400G as on the H100. Intel hosts.
+constexpr NcclTopology kHgxB200Nccl = {.sm = 100,
+                                       .amd_cpu = false,
+                                       .nvlink = true,
+                                       .nvls = false,
+                                       .nic_near_gpu = true,
+                                       .ring_node = {16, 43.75, 43.75},
+                                       .tree_node = {16, 43.75, 43.75},
+                                       .nvls_node = {},
+                                       .ring_nodes = {8, 48, 48},
+                                       .tree_nodes = {8, 48, 48},
+                                       .channels_node = 32,
+                                       .channels_nodes = 16,
+                                       .gpus_per_node = 8,
+                                       .socket_gbps = 0};
+
 struct PresetNumbers {
     std::string name, description;
     std::string datasheet;  // the provenance line of every report
@@ -48,6 +103,9 @@ struct PresetNumbers {
     // Intra-node groups smaller than the node whose bus bandwidth differs from
     // the 8-GPU figure (group size, GB/s); empty: the same for every group.
     std::vector<std::pair<int, double>> small_group_busbw = {};
+    // NCCL's own cost model for this node shape; none (sm 0): RCCL, or PCIe
+    // nodes whose graphs are not worked out, priced by the per-link curves.
+    NcclTopology nccl = {};
 };
 
 // The H100 SXM's measured element rate of torch's non-vectorized kernels
@@ -104,6 +162,7 @@ Calibration make_preset(const PresetNumbers& p) {
     // DeepSpeed reports its SIMD CPUAdam 5-7x faster than torch.optim.Adam on the CPU (estimate).
     c.host = {p.pcie_gbps, p.pcie_gbps, p.pcie_gbps * 0.4, p.pcie_gbps * 0.4, 1.0e9, 6.0, 4.0, 0.2e9};
     c.overlap = {1.10, 1.05, 1.0, 1.0};
+    c.nccl = p.nccl;
     return c;
 }
 
@@ -137,7 +196,8 @@ const std::vector<PresetNumbers>& preset_numbers() {
          // kGH100Bf16 says.
          .elementwise_efficiency = 0.90,
          .indexed_elements_per_s = kH100IndexedRate,
-         .bf16 = kGH100Bf16},
+         .bf16 = kGH100Bf16,
+         .nccl = kHgxH100Nccl},
         {.name = "h200-sxm",
          .description = "NVIDIA H200 SXM 141GB x8 per node, NVLink 4 (NVSwitch), 8x 400 Gb/s InfiniBand NDR per node",
          .datasheet = "NVIDIA H200 datasheet (989 TFLOPS dense bf16, 67 TFLOPS fp32, 4.8 TB/s HBM3e, "
@@ -164,7 +224,8 @@ const std::vector<PresetNumbers>& preset_numbers() {
          // misaligned ones included (measured on the H100 only).
          .elementwise_efficiency = 0.90,
          .indexed_elements_per_s = kH100IndexedRate,
-         .bf16 = kGH100Bf16},
+         .bf16 = kGH100Bf16,
+         .nccl = kHgxH100Nccl},
         {.name = "b200",
          .description = "NVIDIA B200 180GB x8 per node (HGX/DGX B200), NVLink 5 (NVSwitch), 8x 400 Gb/s per node",
          .datasheet = "NVIDIA HGX B200 specifications (2,250 TFLOPS dense bf16, 75 TFLOPS fp32, 8 TB/s HBM3e, "
@@ -189,7 +250,8 @@ const std::vector<PresetNumbers>& preset_numbers() {
          // Not measured: the H100's streaming share; element rate scaled by
          // SMs x clock (148 x 1.965 GHz) [E]; misaligned GEMMs not penalised.
          .elementwise_efficiency = 0.90,
-         .indexed_elements_per_s = scaled_indexed_rate(148, 1.965)},
+         .indexed_elements_per_s = scaled_indexed_rate(148, 1.965),
+         .nccl = kHgxB200Nccl},
         {.name = "a100-sxm",
          .description = "NVIDIA A100 SXM4 80GB x8 per node, NVLink 3 (NVSwitch), 8x 200 Gb/s InfiniBand HDR per node",
          .datasheet = "NVIDIA A100 datasheet (312 TFLOPS dense bf16, 19.5 TFLOPS fp32, 2.04 TB/s HBM2e); "
@@ -213,7 +275,8 @@ const std::vector<PresetNumbers>& preset_numbers() {
          // 132 x 1.98 GHz), an estimate. Misaligned GEMMs: not measured,
          // so not penalised.
          .elementwise_efficiency = 0.80,
-         .indexed_elements_per_s = scaled_indexed_rate(108, 1.41)},
+         .indexed_elements_per_s = scaled_indexed_rate(108, 1.41),
+         .nccl = kDgxA100Nccl},
         {.name = "a100-40gb",
          .description = "NVIDIA A100 SXM4 40GB x8 per node (DGX A100 40GB), NVLink 3 (NVSwitch), 8x 200 Gb/s HDR",
          .datasheet = "NVIDIA A100 datasheet (312 TFLOPS dense bf16, 19.5 TFLOPS fp32, 1.56 TB/s HBM2, 40 GB); "
@@ -233,7 +296,8 @@ const std::vector<PresetNumbers>& preset_numbers() {
                               "Azure ND A100 v4 (40GB, 200 Gb/s HDR per GPU) [17]"},
          .pcie_gbps = 25,
          .elementwise_efficiency = 0.80,
-         .indexed_elements_per_s = scaled_indexed_rate(108, 1.41)},
+         .indexed_elements_per_s = scaled_indexed_rate(108, 1.41),
+         .nccl = kDgxA100Nccl},
         {.name = "a100-pcie",
          .description =
              "NVIDIA A100 80GB PCIe x8 per node, PCIe Gen4 only (no NVLink bridge), ~20 Gb/s Ethernet per GPU",

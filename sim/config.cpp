@@ -1,5 +1,7 @@
 #include "dtsim/sim/config.hpp"
 
+#include "dtsim/sim/nccl_model.hpp"
+
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/registry.hpp"
 
@@ -111,6 +113,7 @@ void Config::validate() const {
         throw ConfigError(fmt::format(
             "--ac-freq {} selects which blocks activation checkpointing recomputes; add --activation-checkpointing",
             ac_freq));
+    parse_nccl_env(env);  // throws on a variable or value NCCL would not take
 }
 
 }  // namespace dtsim::sim

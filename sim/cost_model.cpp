@@ -13,7 +13,8 @@ namespace dtsim::sim {
 using calib::CollectiveKind;
 using calib::LinkScope;
 
-CostModel::CostModel(const calib::Calibration& calibration) : cal_(&calibration) {
+CostModel::CostModel(const calib::Calibration& calibration, NcclEnv nccl_env)
+    : cal_(&calibration), nccl_env_(nccl_env) {
     for (const auto& p : calibration.gemm_points) layout_measured_[static_cast<std::size_t>(p.layout)] = true;
 }
 
@@ -147,7 +148,29 @@ double CostModel::link_collective_ns(CollectiveKind kind, std::int64_t bytes, in
     return latency_us * 1e3 + s * busbw_factor(kind, group_size) / c.bus_bw_gbps;
 }
 
+const calib::CollectiveCurve* CostModel::measured_curve(CollectiveKind kind, int group_size, DType dtype) const {
+    for (const auto& c : cal_->collectives)
+        if (c.kind == kind && c.scope == LinkScope::intra_node && c.dtype == dtype && c.group_size == group_size &&
+            c.points.size() >= 2)
+            return &c;
+    return dtype != DType::fp32 ? measured_curve(kind, group_size, DType::fp32) : nullptr;
+}
+
 double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group, DType dtype) const {
+    if (group.size <= 1 || bytes <= 0) return 0;
+    if (cal_->nccl.present()) {
+        auto model_ns = [&](std::int64_t b) {
+            return nccl_choose(cal_->nccl, kind, b, group.size, group.nodes, dtype, nccl_env_).time_us * 1e3;
+        };
+        const calib::CollectiveCurve* table = group.nodes == 1 ? measured_curve(kind, group.size, dtype) : nullptr;
+        if (!table) return model_ns(bytes);
+        const auto& pts = table->points;
+        if (bytes >= pts.front().size_bytes && bytes <= pts.back().size_bytes)
+            return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);
+        // Beyond the table: the model's shape, meeting the table at its nearest end.
+        const calib::CollectivePoint& edge = bytes < pts.front().size_bytes ? pts.front() : pts.back();
+        return model_ns(bytes) * (edge.time_us * 1e3 / model_ns(edge.size_bytes));
+    }
     const int g = group.per_node();
     if (group.nodes == 1) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);
     if (g == 1) return link_collective_ns(kind, bytes, group.nodes, LinkScope::inter_node, dtype);

@@ -54,7 +54,7 @@ SimResult simulate(std::shared_ptr<const models::Workload> workload, const Confi
                    const calib::Calibration& calibration) {
     SimResult r;
     r.plan = lower(*workload, config);
-    r.duration_ns = CostModel(calibration).price(r.plan, *workload);
+    r.duration_ns = CostModel(calibration, parse_nccl_env(config.env)).price(r.plan, *workload);
     r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap);
     r.metrics = compute_metrics(r.plan, r.schedule, *workload, config, calibration);
     r.workload = std::move(workload);

@@ -141,6 +141,40 @@ struct Provenance {
     std::string notes;
 };
 
+// One graph NCCL's topology search found (src/graph/search.cc): its channel
+// count and each channel's bandwidth inside a node and across nodes, in GB/s.
+struct NcclGraph {
+    int channels = 0;
+    double bw_intra_gbps = 0;
+    double bw_inter_gbps = 0;
+};
+
+// What NCCL's own cost model (src/graph/tuning.cc, v2.30.7) needs to pick an
+// algorithm and protocol per call: the graphs its search finds on this node
+// shape and the facts its rules read (docs/notes/nccl-tuning.md). Where a
+// calibration has it (the NVIDIA SXM presets, and calibrations made from
+// them), collectives that no measured table covers are priced by that model
+// over the whole group: tree and NVLS latency grows with log2 of the node
+// count, a ring's linearly. `sm == 0`: none; the per-link curves apply.
+struct NcclTopology {
+    int sm = 0;                // the GPUs' compute capability x 10: 80 Ampere, 90 Hopper, 100 Blackwell
+    bool amd_cpu = false;      // network overhead 2 us instead of 1, and lower LL caps across nodes
+    bool nvlink = true;        // the GPUs of a node talk over NVLink (graph typeIntra NVL), else PCIe
+    bool nvls = false;         // NVSwitch multicast (NVLink SHARP): the NVLS algorithms
+    bool nic_near_gpu = true;  // the NIC is on the GPU's PCIe switch (typeInter <= PXN): LL128 across nodes
+    NcclGraph ring_node, tree_node, nvls_node;  // one node
+    NcclGraph ring_nodes, tree_nodes;           // more than one node
+    int channels_node = 0, channels_nodes = 0;  // channels launched (connect.cc ncclTopoPostset)
+    // The GPUs per node the graphs describe, each with its own NIC. A job on
+    // fewer GPUs of a node reaches only their NICs: the multi-node graphs keep
+    // that share of their channels (an assumption; NCCL's search would say).
+    int gpus_per_node = 8;
+    // Socket transport (NCCL_IB_DISABLE=1 or NCCL_NET=Socket): one TCP
+    // socket's rate. An estimate unless measured; no published scan exists.
+    double socket_gbps = 0;
+    bool present() const { return sm > 0; }
+};
+
 struct Calibration {
     int version = kCalibrationVersion;
     std::string name;
@@ -152,6 +186,7 @@ struct Calibration {
     std::vector<CollectiveCurve> collectives;
     HostSpec host;
     OverlapSpec overlap;
+    NcclTopology nccl;
 
     const GemmCurve* gemm_curve(DType dtype) const;
     double peak_tflops(DType dtype) const;  // 0 when unknown

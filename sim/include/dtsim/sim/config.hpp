@@ -78,6 +78,10 @@ struct Config {
     static constexpr std::int64_t kSteadyIteration = 1'000'000'001;
     // Strategy knobs as given with --set key=value, by their torch/DeepSpeed names.
     std::vector<std::pair<std::string, std::string>> knobs;
+    // NCCL environment variables as given with --env NAME=VALUE (NCCL_ALGO,
+    // NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS): they steer the NCCL model's choice
+    // (sim/nccl_model.hpp). Validated by parse_nccl_env.
+    std::vector<std::pair<std::string, std::string>> env;
 
     // Throws ConfigError naming the first invalid field (zero GPUs, micro-batch < 1,
     // more GPUs than any cluster, ...) with the reason for its bound.

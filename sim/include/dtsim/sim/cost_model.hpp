@@ -5,6 +5,7 @@
 
 #include "dtsim/models/workload.hpp"
 #include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/nccl_model.hpp"
 #include "dtsim/sim/plan.hpp"
 
 #include <array>
@@ -15,7 +16,9 @@ namespace dtsim::sim {
 
 class CostModel {
 public:
-    explicit CostModel(const calib::Calibration& calibration);
+    // `nccl_env`: the NCCL variables of the run (Config::env), for calibrations
+    // with an NCCL model.
+    explicit CostModel(const calib::Calibration& calibration, NcclEnv nccl_env = {});
 
     const calib::Calibration& calibration() const { return *cal_; }
 
@@ -30,7 +33,11 @@ public:
     // extra kernels (launch-bound loops such as Gram-Schmidt).
     double pass_ns(std::int64_t bytes, double flops, int launches) const;
 
-    // One collective over `group`: ring inside a node; across nodes, the
+    // One collective over `group`. A measured table of this kind and group
+    // prices the sizes it covers. Elsewhere, a calibration with an NCCL model
+    // (Calibration::nccl) prices NCCL's own choice over the whole group
+    // (sim/nccl_model), scaled to meet a measured table of the group at its
+    // nearest end. Without one: ring inside a node; across nodes, the
     // hierarchical form (reduce-scatter in the node, the inter-node collective
     // on 1/per_node of the data, all-gather in the node). `dtype`: the
     // elements' type, priced by its own curve where the calibration has one and
@@ -49,6 +56,9 @@ public:
     std::vector<std::int64_t> price(const Plan& plan, const models::Workload& workload) const;
 
 private:
+    // The measured curve (two points or more) of this kind, group and dtype
+    // (else fp32) inside one node; nullptr when there is none.
+    const calib::CollectiveCurve* measured_curve(calib::CollectiveKind kind, int group_size, DType dtype) const;
     const calib::CollectiveCurve& curve(calib::CollectiveKind kind, int group_size, calib::LinkScope scope,
                                         DType dtype) const;
     double gemm_efficiency(const calib::GemmCurve& c, double m, double n, double k) const;
@@ -57,6 +67,7 @@ private:
                          std::int32_t align_elements, GemmLayout layout) const;
 
     const calib::Calibration* cal_;
+    NcclEnv nccl_env_;
     // Whether the calibration measured GEMM points in each layout (by GemmLayout).
     std::array<bool, 3> layout_measured_{};
 };

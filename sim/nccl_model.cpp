@@ -1,0 +1,353 @@
+#include "dtsim/sim/nccl_model.hpp"
+
+#include "dtsim/common/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace dtsim::sim {
+
+using calib::CollectiveKind;
+
+namespace {
+
+constexpr int kKinds = 5;
+constexpr std::uint8_t kAllAlgos = (1u << kNcclAlgos) - 1;
+constexpr std::uint8_t kAllProtos = (1u << kNcclProtos) - 1;
+
+int idx(NcclAlgo a) {
+    return static_cast<int>(a);
+}
+
+// tuning.cc ncclTunerConstantsDefaults, NCCL 2.30.7 (docs/notes/nccl-tuning.md
+// §1.5). Rows: Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT;
+// columns: LL, LL128, Simple. CollNet, NVLS and PAT run Simple only.
+constexpr double kBaseLat[kNcclAlgos][kNcclProtos] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0},      {0, 0, 0},
+                                                      {0, 0, 0},        {0, 0, 0},        {8.0, 8.0, 8.0}};
+enum HwPath { kNvlink, kPci, kNet };
+constexpr double kHwLat[3][kNcclAlgos][kNcclProtos] = {
+    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0}},
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}}};
+// Caps in GB/s by GPU generation (0 Ampere, 1 Hopper and later) and node count
+// (1 node, 2 nodes, more than 2).
+constexpr double kLlMaxOneNode[2] = {87.7, 141.0};
+constexpr double kLlMaxNodes[2][2] = {{39.0, 20.4}, {22.5, 19.0}};  // [Intel, AMD][2 nodes, more]
+constexpr double kRingLl128Cap[2] = {20.0, 36.7};                   // per channel
+constexpr double kTreeLl128Cap[2][3] = {{20, 20, 20}, {36.7, 36.7, 29.0}};
+constexpr double kTreeCap[2][3] = {{24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
+constexpr double kNvlsEfficiency[2] = {0.85, 0.74};  // Hopper, Blackwell
+// treeCorrectionFactor[proto][log2(bytes / 64)], 64 B ... 512 MiB.
+constexpr double kTreeCorrection[kNcclProtos][24] = {
+    {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1, 1},
+    {1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1, 1},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+
+constexpr std::array<std::string_view, kNcclAlgos> kAlgoNames = {
+    "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+constexpr std::array<std::string_view, kNcclProtos> kProtoNames = {"LL", "LL128", "Simple"};
+// NCCL's function names, in calib::CollectiveKind order.
+constexpr std::array<std::string_view, kKinds> kFunctionNames = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast",
+                                                                 "Reduce"};
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+std::string trim(std::string_view s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return std::string(s);
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t end = s.find(sep, start);
+        out.push_back(trim(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)));
+        if (end == std::string_view::npos) return out;
+        start = end + 1;
+    }
+}
+
+template <std::size_t N>
+std::string joined(const std::array<std::string_view, N>& names) {
+    return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// One NCCL_ALGO / NCCL_PROTO list ("ring,tree" or "^nvls"): the mask it leaves.
+template <std::size_t N>
+std::uint8_t parse_list(const std::string& var, const std::string& list, const std::array<std::string_view, N>& names,
+                        std::array<bool, N>& named) {
+    std::string_view body = list;
+    const bool exclude = body.starts_with('^');
+    if (exclude) body.remove_prefix(1);
+    std::uint8_t mask = 0;
+    for (const std::string& token : split(body, ',')) {
+        const auto it =
+            std::find_if(names.begin(), names.end(), [&](std::string_view n) { return lower(n) == lower(token); });
+        if (it == names.end())
+            throw ConfigError(
+                fmt::format("--env {}={}: unknown name '{}': expected a comma list of {} (a leading ^ "
+                            "excludes them)",
+                            var, list, token, joined(names)));
+        mask |= static_cast<std::uint8_t>(1u << (it - names.begin()));
+        named[static_cast<std::size_t>(it - names.begin())] = true;
+    }
+    const std::uint8_t all = static_cast<std::uint8_t>((1u << N) - 1);
+    return exclude ? static_cast<std::uint8_t>(all & ~mask) : mask;
+}
+
+// NCCL_ALGO / NCCL_PROTO: a list for every function, or `function:list`
+// entries separated by `;`, of which only the first may omit its function.
+template <std::size_t N>
+void parse_per_function(const std::string& var, const std::string& value, const std::array<std::string_view, N>& names,
+                        std::array<std::uint8_t, kKinds>& masks, std::array<bool, kKinds>* ll128_named) {
+    const auto entries = split(value, ';');
+    for (std::size_t e = 0; e < entries.size(); ++e) {
+        const std::string& entry = entries[e];
+        const std::size_t colon = entry.find(':');
+        std::array<bool, N> named{};
+        if (colon == std::string::npos) {
+            if (e != 0)
+                throw ConfigError(
+                    fmt::format("--env {}={}: entry '{}' names no function; only the first entry may "
+                                "omit it (e.g. {}=ring;allreduce:tree,ring)",
+                                var, value, entry, var));
+            const std::uint8_t mask = parse_list(var, entry, names, named);
+            masks.fill(mask);
+            if (ll128_named) ll128_named->fill(named[1]);
+            continue;
+        }
+        const std::string function = trim(std::string_view(entry).substr(0, colon));
+        const auto it = std::find_if(kFunctionNames.begin(), kFunctionNames.end(),
+                                     [&](std::string_view n) { return lower(n) == lower(function); });
+        if (it == kFunctionNames.end())
+            throw ConfigError(fmt::format("--env {}={}: unknown function '{}': expected one of {}", var, value,
+                                          function, joined(kFunctionNames)));
+        const auto k = static_cast<std::size_t>(it - kFunctionNames.begin());
+        masks[k] = parse_list(var, entry.substr(colon + 1), names, named);
+        if (ll128_named) (*ll128_named)[k] = named[1];
+    }
+}
+
+int parse_channels(const std::string& var, const std::string& value, int max) {
+    try {
+        std::size_t used = 0;
+        const long v = std::stol(value, &used);
+        if (used == value.size() && v >= 1 && v <= max) return static_cast<int>(v);
+    } catch (const std::exception&) {
+    }
+    throw ConfigError(fmt::format("--env {}={}: expected a whole number of channels from 1 to {}", var, value, max));
+}
+
+constexpr std::array<std::string_view, 8> kModelledVars = {"NCCL_ALGO",          "NCCL_PROTO",     "NCCL_MAX_NCHANNELS",
+                                                           "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS",  "NCCL_MIN_CTAS",
+                                                           "NCCL_MAX_NRINGS",    "NCCL_MIN_NRINGS"};
+
+}  // namespace
+
+std::string_view to_string(NcclAlgo a) {
+    return kAlgoNames[static_cast<std::size_t>(a)];
+}
+std::string_view to_string(NcclProto p) {
+    return kProtoNames[static_cast<std::size_t>(p)];
+}
+
+std::string nccl_env_names() {
+    return joined(kModelledVars);
+}
+
+NcclEnv::NcclEnv() {
+    algos.fill(kAllAlgos);
+    protos.fill(kAllProtos);
+}
+
+NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& env) {
+    NcclEnv out;
+    // NCCL_MAX/MIN_NRINGS are the old names, ignored when the new ones are set;
+    // the *_CTAS names combine with the *_NCHANNELS ones, the stricter winning.
+    int max_nch = 0, min_nch = 0, max_rings = 0, min_rings = 0, max_ctas = 0, min_ctas = 0;
+    for (const auto& [name, value] : env) {
+        if (name == "NCCL_ALGO")
+            parse_per_function(name, value, kAlgoNames, out.algos, nullptr);
+        else if (name == "NCCL_PROTO")
+            parse_per_function(name, value, kProtoNames, out.protos, &out.ll128_named);
+        else if (name == "NCCL_MAX_NCHANNELS")
+            max_nch = parse_channels(name, value, 64);
+        else if (name == "NCCL_MIN_NCHANNELS")
+            min_nch = parse_channels(name, value, 64);
+        else if (name == "NCCL_MAX_NRINGS")
+            max_rings = parse_channels(name, value, 64);
+        else if (name == "NCCL_MIN_NRINGS")
+            min_rings = parse_channels(name, value, 64);
+        else if (name == "NCCL_MAX_CTAS")
+            max_ctas = parse_channels(name, value, 64);
+        else if (name == "NCCL_MIN_CTAS")
+            min_ctas = parse_channels(name, value, 64);
+        else if (name.starts_with("NCCL_"))
+            throw ConfigError(
+                fmt::format("--env {}: dtsim does not model this NCCL variable; it models {}", name, nccl_env_names()));
+        else
+            throw ConfigError(
+                fmt::format("--env {}: not an NCCL variable; --env sets the NCCL variables dtsim models: {}", name,
+                            nccl_env_names()));
+    }
+    const int max_channels = max_nch ? max_nch : max_rings;
+    const int min_channels = min_nch ? min_nch : min_rings;
+    out.max_channels = max_channels && max_ctas ? std::min(max_channels, max_ctas) : std::max(max_channels, max_ctas);
+    out.min_channels = std::max(min_channels, min_ctas);
+    return out;
+}
+
+NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::int64_t bytes, int ranks, int nodes,
+                       DType dtype, const NcclEnv& env) {
+    const int n = ranks, N = std::max(1, nodes), ppn = std::max(1, ranks / std::max(1, nodes));
+    const bool allreduce = kind == CollectiveKind::allreduce;
+    const bool gather_scatter = kind == CollectiveKind::allgather || kind == CollectiveKind::reduce_scatter;
+    const auto k = static_cast<std::size_t>(kind);
+    const int gen = t.sm >= 90 ? 1 : 0;
+    const int node_idx = N == 1 ? 0 : N == 2 ? 1 : 2;
+    const double S = static_cast<double>(bytes);
+    const int nsteps = allreduce ? 2 * (n - 1) : gather_scatter ? n - 1 : n;
+    const int log2_nodes = static_cast<int>(std::floor(std::log2(static_cast<double>(N))));
+    const double ll_max = N == 1 ? kLlMaxOneNode[gen] : kLlMaxNodes[t.amd_cpu ? 1 : 0][N == 2 ? 0 : 1];
+    // Channels: NCCL's estimate uses the graphs' channels; the launch uses C,
+    // clamped by NCCL_MAX/MIN_NCHANNELS. More than C duplicates the rings over
+    // the same links: no faster.
+    const int c_default = N == 1 ? t.channels_node : t.channels_nodes;
+    const int c_used = env.max_channels > 0 ? std::min(c_default, env.max_channels) : c_default;
+    const double channel_share = c_default > 0 ? static_cast<double>(c_used) / c_default : 1.0;
+    // LL128 runs by default only over NVLink, and across nodes only with the NIC beside the GPU.
+    const bool ll128_ok = env.ll128_named[k] || (t.nvlink && (N == 1 || t.nic_near_gpu));
+    const bool nvls_dtype = dtype == DType::fp32 || dtype == DType::bf16 || dtype == DType::fp16;
+
+    NcclChoice best;
+    double best_estimate = std::numeric_limits<double>::infinity();
+    for (int a = 0; a < kNcclAlgos; ++a) {
+        const auto algo = static_cast<NcclAlgo>(a);
+        if (!(env.algos[k] & (1u << a))) continue;
+        // Which algorithms run this collective here (§2.1-2.2). CollNet needs a
+        // SHARP plugin and is off by default; multi-node NVLS needs CollNet too,
+        // and NVLSTree's multi-node graph is not worked out in dtsim.
+        bool available = false;
+        switch (algo) {
+            case NcclAlgo::ring: available = true; break;
+            case NcclAlgo::tree: available = allreduce; break;
+            case NcclAlgo::nvls:
+                available = t.nvls && gen == 1 && t.nvls_node.channels >= 2 && N == 1 && nvls_dtype &&
+                            (allreduce || (gather_scatter && ppn <= 32));
+                break;
+            case NcclAlgo::pat: available = gather_scatter && ppn == 1 && N > 1; break;
+            case NcclAlgo::collnet_direct:
+            case NcclAlgo::collnet_chain:
+            case NcclAlgo::nvls_tree: available = false; break;
+        }
+        if (!available) continue;
+        const bool simple_only = algo != NcclAlgo::ring && algo != NcclAlgo::tree;
+        const calib::NcclGraph& graph = algo == NcclAlgo::tree   ? (N == 1 ? t.tree_node : t.tree_nodes)
+                                        : algo == NcclAlgo::nvls ? t.nvls_node
+                                                                 : (N == 1 ? t.ring_node : t.ring_nodes);
+        // Across nodes, a job on part of a node reaches only its GPUs' NICs.
+        const double nic_share = N > 1 ? std::min(1.0, static_cast<double>(ppn) / std::max(1, t.gpus_per_node)) : 1.0;
+        const double nch =
+            algo == NcclAlgo::nvls ? graph.channels : std::max(1.0, std::round(graph.channels * nic_share));
+        const double B = nch * (N <= 2 ? graph.bw_intra_gbps : graph.bw_inter_gbps);
+        for (int p = 0; p < kNcclProtos; ++p) {
+            const auto proto = static_cast<NcclProto>(p);
+            if (!(env.protos[k] & (1u << p))) continue;
+            if (simple_only && proto != NcclProto::simple) continue;
+            if (proto == NcclProto::ll128 && !ll128_ok) continue;
+            // Bus bandwidth (§1.2).
+            double bus = 0;
+            switch (algo) {
+                case NcclAlgo::ring:
+                    bus = proto == NcclProto::ll      ? std::min(ll_max, 0.5 * B)
+                          : proto == NcclProto::ll128 ? std::min(0.92 * B, nch * kRingLl128Cap[gen])
+                                                      : B;
+                    break;
+                case NcclAlgo::tree: {
+                    const double b1 = std::min(0.92 * B, nch * kTreeCap[gen][node_idx]);
+                    const double f = N == 1 ? 7.0 / 9.0 : 120.0 / 128.0;
+                    bus = proto == NcclProto::ll      ? std::min(b1 / 3.8, ll_max)
+                          : proto == NcclProto::ll128 ? std::min(b1 * f, nch * kTreeLl128Cap[gen][node_idx])
+                                                      : b1;
+                    break;
+                }
+                case NcclAlgo::nvls: {
+                    const double eff = kNvlsEfficiency[t.sm >= 100 ? 1 : 0];
+                    const double intra = graph.bw_intra_gbps * eff * (nch - 1) / nch *
+                                         (allreduce ? 2.0 : static_cast<double>(ppn - 1) / ppn);
+                    bus = nch * std::min(intra, graph.bw_inter_gbps);
+                    break;
+                }
+                case NcclAlgo::pat: bus = 0.75 * B; break;
+                default: break;
+            }
+            if (bus <= 0) continue;
+            // Algorithm bandwidth: ring-like algorithms move nsteps/n of the
+            // data per rank; a tree half; gather/scatter off the ring, all of it.
+            double algbw = algo == NcclAlgo::tree                     ? 0.5 * bus
+                           : gather_scatter && algo != NcclAlgo::ring ? bus
+                                                                      : bus * n / nsteps;
+            // Latency (§1.3).
+            const HwPath intra_path = t.nvlink ? kNvlink : kPci;
+            const double base = kBaseLat[a][p];
+            const double h_intra = kHwLat[intra_path][a][p];
+            const double h_net = kHwLat[kNet][ppn == 1 ? idx(NcclAlgo::tree) : a][p];
+            double latency = 0;
+            switch (algo) {
+                case NcclAlgo::ring:
+                    if (allreduce || gather_scatter) {
+                        const int n_inter = N == 1 ? 0 : allreduce ? 2 * (N - 1) : N - 1;
+                        const double overhead =
+                            N == 1 ? 0.0 : (t.amd_cpu ? 2.0 : 1.0) * (proto == NcclProto::simple ? 3.0 : 1.0);
+                        latency = base + (nsteps - n_inter) * std::max(h_intra, overhead) + n_inter * h_net;
+                    } else {
+                        latency = base + (N > 1 ? h_net : h_intra);  // the ring graph has sameChannels (assumed)
+                    }
+                    break;
+                case NcclAlgo::tree: latency = base + 2.0 * ((ppn - 1) * h_intra + log2_nodes * h_net); break;
+                case NcclAlgo::nvls: latency = h_intra; break;
+                case NcclAlgo::pat: latency = base + log2_nodes * h_net / 3.5 + 2.8 * n; break;
+                default: break;
+            }
+            // Time (§1.4).
+            if (algo == NcclAlgo::tree && allreduce && S >= 64) {
+                const int i = static_cast<int>(std::floor(std::log2(S / 64)));
+                if (i >= 0 && i <= 22) algbw *= kTreeCorrection[p][i];
+            }
+            const auto ring_plateau = [&](int channels) {
+                return algo == NcclAlgo::ring && proto == NcclProto::simple && allreduce && N > 1 &&
+                               S / (static_cast<double>(channels) * n) >= 64
+                           ? 1.4
+                           : 1.0;
+            };
+            const double estimate = latency * ring_plateau(c_default) + S / (1000.0 * algbw);
+            if (estimate < best_estimate) {
+                best_estimate = estimate;
+                const double launched_bw = algo == NcclAlgo::nvls ? algbw : algbw * channel_share;
+                best = {algo,  proto,    latency * ring_plateau(c_default),
+                        algbw, estimate, latency * ring_plateau(c_used) + S / (1000.0 * launched_bw)};
+            }
+        }
+    }
+    if (!std::isfinite(best_estimate))
+        throw ConfigError(fmt::format(
+            "--env NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for {} on {} ranks over {} node(s); NCCL "
+            "fails so at init (\"No algorithm/protocol available\"). Here {} can run {}",
+            kFunctionNames[k], n, N, kFunctionNames[k],
+            allreduce        ? "Ring and Tree (LL, LL128, Simple), and NVLS (Simple) on one NVSwitch node"
+            : gather_scatter ? "Ring (LL, LL128, Simple), NVLS on one NVSwitch node and PAT with one GPU per node"
+                             : "Ring only"));
+    return best;
+}
+
+}  // namespace dtsim::sim
