@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <tuple>
 
 namespace dtsim::cli {
 namespace {
@@ -27,6 +28,34 @@ std::string breakdown_line(const sim::MemoryBreakdown& b) {
     std::vector<std::string> text;
     for (const auto& [bytes, name] : parts) text.push_back(fmt::format("{} {}", name, format_bytes(bytes)));
     return fmt::format("{}", fmt::join(text, ", "));
+}
+
+// "allreduce Tree/Simple x 60, Tree/LL128 x 1; all-gather Ring/Simple x 48":
+// the algorithm and protocol NCCL's cost model picks, with the calls per step.
+std::string nccl_line(const sim::SimResult& r, const sim::Config& config, const calib::Calibration& cal) {
+    const std::vector<std::string> labels = sim::nccl_choices(r, config, cal);
+    std::vector<std::tuple<calib::CollectiveKind, std::string, int>> uses;  // in the report's order
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        if (labels[i].empty()) continue;
+        const auto& c = r.metrics.collectives[i];
+        auto it = std::find_if(uses.begin(), uses.end(),
+                               [&](const auto& u) { return std::get<0>(u) == c.kind && std::get<1>(u) == labels[i]; });
+        if (it == uses.end())
+            uses.emplace_back(c.kind, labels[i], c.count);
+        else
+            std::get<2>(*it) += c.count;
+    }
+    std::string out;
+    for (std::size_t i = 0; i < uses.size(); ++i) {
+        const auto& [kind, label, count] = uses[i];
+        const bool same_kind = i > 0 && std::get<0>(uses[i - 1]) == kind;
+        out += fmt::format("{}{} x {}",
+                           i == 0      ? std::string(to_string(kind)) + " "
+                           : same_kind ? ", "
+                                       : "; " + std::string(to_string(kind)) + " ",
+                           label, count);
+    }
+    return out;
 }
 
 }  // namespace
@@ -65,6 +94,12 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
              format_seconds(m.exposed_comm_s), m.overlap_fraction * 100);
     else
         line(out, "  Communication      none (one rank)");
+    if (const std::string nccl = nccl_line(r, config, cal); !nccl.empty()) line(out, "    NCCL's choice    {}", nccl);
+    if (!config.env.empty()) {
+        std::vector<std::string> env;
+        for (const auto& [name, value] : config.env) env.push_back(name + "=" + value);
+        line(out, "    NCCL env         {}", fmt::join(env, " "));
+    }
     line(out, "  Peak memory / GPU  {} of {} usable ({:.0f} %; {} reserved for CUDA context and NCCL)",
          format_bytes(m.peak_memory_bytes), format_bytes(m.usable_memory_bytes),
          100.0 * static_cast<double>(m.peak_memory_bytes) / static_cast<double>(m.usable_memory_bytes),

@@ -156,6 +156,14 @@ const calib::CollectiveCurve* CostModel::measured_curve(CollectiveKind kind, int
     return dtype != DType::fp32 ? measured_curve(kind, group_size, DType::fp32) : nullptr;
 }
 
+std::optional<NcclChoice> CostModel::nccl_choice(CollectiveKind kind, std::int64_t bytes, const CommGroup& group,
+                                                 DType dtype) const {
+    if (!cal_->nccl.present() || group.size <= 1 || bytes <= 0) return std::nullopt;
+    if (const auto* table = group.nodes == 1 ? measured_curve(kind, group.size, dtype) : nullptr)
+        if (bytes >= table->points.front().size_bytes && bytes <= table->points.back().size_bytes) return std::nullopt;
+    return nccl_choose(cal_->nccl, kind, bytes, group.size, group.nodes, dtype, nccl_env_);
+}
+
 double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group, DType dtype) const {
     if (group.size <= 1 || bytes <= 0) return 0;
     if (cal_->nccl.present()) {

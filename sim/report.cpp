@@ -1,5 +1,6 @@
 #include "dtsim/sim/report.hpp"
 
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include "dtsim/common/format_bytes.hpp"
@@ -7,6 +8,26 @@
 #include <fmt/format.h>
 
 namespace dtsim::sim {
+
+std::vector<std::string> nccl_choices(const SimResult& r, const Config& config, const calib::Calibration& calibration) {
+    std::vector<std::string> out;
+    if (!calibration.nccl.present()) return std::vector<std::string>(r.metrics.collectives.size());
+    const CostModel cost(calibration, parse_nccl_env(config.env));
+    for (const CollectiveSummary& c : r.metrics.collectives) {
+        std::string label;
+        // The summary's entry stands for calls alike in kind, bytes and group size: its first task says the rest.
+        for (const Task& t : r.plan.tasks) {
+            if (t.kind != TaskKind::collective || t.collective != c.kind || t.bytes != c.bytes) continue;
+            const CommGroup& g = r.plan.groups[static_cast<std::size_t>(t.group)];
+            if (g.size != c.group_size) continue;
+            if (const auto choice = cost.nccl_choice(t.collective, t.bytes, g, t.dtype))
+                label = fmt::format("{}/{}", to_string(choice->algo), to_string(choice->proto));
+            break;
+        }
+        out.push_back(std::move(label));
+    }
+    return out;
+}
 
 Json report_json(const SimResult& r, const Config& config, const calib::Calibration& calibration,
                  const ReportExtras& extras) {
@@ -72,10 +93,18 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
                       {"nvme_read_bytes", m.nvme_read_bytes},
                       {"nvme_write_bytes", m.nvme_write_bytes}};
     j["comm_bytes_per_step"] = m.comm_bytes_per_step;
+    if (!config.env.empty()) {
+        j["env"] = Json::object();
+        for (const auto& [name, value] : config.env) j["env"][name] = value;
+    }
     j["collectives"] = Json::array();
-    for (const auto& c : m.collectives)
-        j["collectives"].push_back(
-            {{"kind", to_string(c.kind)}, {"bytes", c.bytes}, {"group_size", c.group_size}, {"count", c.count}});
+    const std::vector<std::string> nccl = nccl_choices(r, config, calibration);
+    for (std::size_t i = 0; i < m.collectives.size(); ++i) {
+        const auto& c = m.collectives[i];
+        Json x = {{"kind", to_string(c.kind)}, {"bytes", c.bytes}, {"group_size", c.group_size}, {"count", c.count}};
+        if (!nccl[i].empty()) x["nccl"] = nccl[i];  // NCCL's algorithm/protocol, from its cost model
+        j["collectives"].push_back(std::move(x));
+    }
     if (!r.plan.buckets.empty()) {
         // Parameter names by index, for the bucket listing.
         std::vector<const std::string*> names;

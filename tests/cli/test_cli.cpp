@@ -493,3 +493,30 @@ TEST_CASE("a sweep too large for this machine's memory is refused before it star
     CHECK(huge.exit_code == 2);
     CHECK_THAT(huge.err, Catch::StartsWith("dtsim: error: the search space has more than 1000000 configurations"));
 }
+
+TEST_CASE("simulate says which algorithm NCCL picks, and --env steers it as NCCL_ALGO does") {
+    const std::string args = "simulate --model gpt2 --nodes 512 --micro-batch 1 --precision bf16-mixed";
+    Run text = run_dtsim(args);
+    REQUIRE(text.exit_code == 0);
+    CHECK_THAT(text.out, Catch::Contains("NCCL's choice    allreduce Tree/"));
+    const Json tree = Json::parse(run_dtsim(args + " --format json").out);
+    const Json ring = Json::parse(run_dtsim(args + " --env NCCL_ALGO=ring --format json").out);
+    REQUIRE(tree["collectives"].size() > 0);
+    for (const auto& c : tree["collectives"]) CHECK(c["nccl"].get<std::string>().starts_with("Tree/"));
+    for (const auto& c : ring["collectives"]) CHECK(c["nccl"].get<std::string>().starts_with("Ring/"));
+    CHECK(ring["env"]["NCCL_ALGO"] == "ring");
+    // The ring's latency grows with the 4096 ranks: the same bytes take far longer.
+    CHECK(ring["comm_s"].get<double>() > 5 * tree["comm_s"].get<double>());
+    CHECK(ring["comm_bytes_per_step"] == tree["comm_bytes_per_step"]);
+    // A bad variable or value: one line naming --env and what was expected, exit 2.
+    for (const char* bad :
+         {"--env NCCL_ALGO=fastest", "--env NCCL_BUFFSIZE=1", "--env NCCL_ALGO", "--env NCCL_PROTO=allgatherv:ll"}) {
+        INFO(bad);
+        Run r = run_dtsim(args + " " + bad);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("--env"));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+    // CPU calibrations and presets without an NCCL model say nothing about NCCL.
+    CHECK_THAT(run_dtsim("simulate --model gpt2 --hardware mi300x --nodes 2").out, !Catch::Contains("NCCL's choice"));
+}

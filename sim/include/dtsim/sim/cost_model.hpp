@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace dtsim::sim {
@@ -44,6 +45,11 @@ public:
     // by the fp32 curve at the same bytes otherwise.
     double collective_ns(calib::CollectiveKind kind, std::int64_t bytes, const CommGroup& group,
                          DType dtype = DType::fp32) const;
+    // NCCL's choice for the call, where the NCCL model prices it (the
+    // calibration has one and no measured table of the group covers the size);
+    // nullopt otherwise.
+    std::optional<NcclChoice> nccl_choice(calib::CollectiveKind kind, std::int64_t bytes, const CommGroup& group,
+                                          DType dtype = DType::fp32) const;
     // One collective on one link, from that link's curve.
     double link_collective_ns(calib::CollectiveKind kind, std::int64_t bytes, int group_size, calib::LinkScope scope,
                               DType dtype = DType::fp32) const;

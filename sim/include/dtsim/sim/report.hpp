@@ -25,6 +25,12 @@ struct ReportExtras {
 // configuration. `simulate` and the GUI's what-if both say these.
 std::vector<std::string> memory_levers(const SimResult& result, const Config& config);
 
+// NCCL's choice ("Tree/LL128") for each of result.metrics.collectives, in its
+// order, where the calibration's NCCL model prices the call; empty where a
+// measured table or a per-link curve does.
+std::vector<std::string> nccl_choices(const SimResult& result, const Config& config,
+                                      const calib::Calibration& calibration);
+
 // One JSON object with the configuration, the metrics, the memory breakdown,
 // the collectives and (DDP) the buckets. Deterministic for the same input.
 Json report_json(const SimResult& result, const Config& config, const calib::Calibration& calibration,
