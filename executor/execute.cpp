@@ -8,8 +8,8 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/mpi_world.hpp"
-#include "dtsim/profiler/peer_wait.hpp"
-#include "dtsim/profiler/thread_priority.hpp"
+#include "dtsim/runtime/peer_wait.hpp"
+#include "dtsim/runtime/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
 #include "watchdog.hpp"
 
@@ -64,7 +64,7 @@ public:
         for (const auto& [s, g] : communicator_keys(plan)) {
             GroupComm& c = comms_[{s, g}];
             MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c.mpi);
-            profiler::prepare_peer_wait(c.mpi);  // here, in order on one thread, not in the stream threads' steps
+            runtime::prepare_peer_wait(c.mpi);  // here, in order on one thread, not in the stream threads' steps
             c.comm = runtime::make_communicator(transport, c.mpi);
         }
     }
@@ -183,7 +183,7 @@ public:
         for (std::size_t s = 0; s < by_stream_.size(); ++s)
             if (!by_stream_[s].empty())
                 threads.emplace_back([this, s, lower_compute] {
-                    if (lower_compute && static_cast<int>(s) == compute_stream_) profiler::lower_this_thread_priority();
+                    if (lower_compute && static_cast<int>(s) == compute_stream_) runtime::lower_this_thread_priority();
                     stream_loop(static_cast<int>(s));
                 });
         try {
@@ -358,7 +358,7 @@ private:
         const GroupComm* group = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : nullptr;
         runtime::Communicator* comm = group != nullptr ? group->comm.get() : nullptr;
         // Not spinning while peers compute; not waiting for them once this rank failed.
-        if (group != nullptr && !profiler::wait_for_peers(group->mpi, &shared_.failed))
+        if (group != nullptr && !runtime::wait_for_peers(group->mpi, &shared_.failed))
             throw std::runtime_error("another stream failed");
         if (trainer_) {
             if (trainer_->run_sharded(t, comm)) return;

@@ -1,6 +1,6 @@
 #include "dtsim/profiler/mpi_init.hpp"
 
-#include "dtsim/profiler/process_memory.hpp"
+#include "dtsim/runtime/process_memory.hpp"
 
 #include <mpi.h>
 
@@ -9,7 +9,7 @@
 namespace dtsim::profiler {
 
 void ensure_mpi(bool reuse_freed_memory_in_process) {
-    if (reuse_freed_memory_in_process) reuse_freed_memory();
+    if (reuse_freed_memory_in_process) runtime::reuse_freed_memory();
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized != 0) return;

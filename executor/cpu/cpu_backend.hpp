@@ -4,8 +4,8 @@
 #pragma once
 
 #include "dtsim/executor/execute.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/runtime/communicator.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 
 #include <mpi.h>
 
@@ -19,10 +19,10 @@ namespace dtsim::executor::cpu {
 // Scratch buffers of one stream's thread, sized once for its largest task.
 struct Scratch {
     // On huge pages, as the calibration's buffers (profiler/huge_pages.hpp).
-    profiler::Floats a, b, c;  // GEMM operands
-    profiler::Floats mem;      // memory passes, copies, host loops
-    profiler::Floats comm;     // collective payloads
-    profiler::Floats comm_out;
+    runtime::Floats a, b, c;  // GEMM operands
+    runtime::Floats mem;      // memory passes, copies, host loops
+    runtime::Floats comm;     // collective payloads
+    runtime::Floats comm_out;
     std::string file;  // I/O tasks' file
     std::int64_t file_bytes = 0;
 };

@@ -4,7 +4,7 @@
 #include "../replayed_ops.hpp"
 
 #include "dtsim/common/error.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 
 #include <fmt/format.h>
 
@@ -19,18 +19,18 @@
 namespace dtsim::executor::cpu {
 namespace {
 
-using profiler::copy_pass;
-using profiler::memory_pass;
+using runtime::copy_pass;
+using runtime::memory_pass;
 using sim::TaskKind;
 // Memory passes, copies and host loops stream through at most this much scratch.
-constexpr std::int64_t kMemScratchFloats = profiler::kMemoryPassScratchBytes / 4;
+constexpr std::int64_t kMemScratchFloats = runtime::kMemoryPassScratchBytes / 4;
 constexpr std::int64_t kIoChunkBytes = 8 * 1024 * 1024;
 
 std::int64_t floats_of(std::int64_t bytes) {
     return std::max<std::int64_t>(1, bytes / 4);
 }
 
-void grow(profiler::Floats& v, std::int64_t n) {
+void grow(runtime::Floats& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.assign(static_cast<std::size_t>(n), 0.5f);
 }
 
@@ -38,7 +38,7 @@ void grow(profiler::Floats& v, std::int64_t n) {
 void gemm(const models::Op& op, Scratch& s) {
     if (op.m <= 0 || op.n <= 0 || op.k <= 0) return;
     for (std::int64_t b = 0; b < op.batch; ++b)
-        profiler::sgemm(op.layout, op.m, op.n, op.k, s.a.data(), s.b.data(), s.c.data());
+        runtime::sgemm(op.layout, op.m, op.n, op.k, s.a.data(), s.b.data(), s.c.data());
 }
 
 void spin(std::int64_t ns) {
@@ -180,7 +180,7 @@ void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Ta
         }
         case TaskKind::copy: copy_pass(t.bytes, s.mem); return;
         case TaskKind::host_compute:
-            if (t.elements > 0) profiler::adam_pass(t.elements, s.mem);
+            if (t.elements > 0) runtime::adam_pass(t.elements, s.mem);
             if (t.fixed_ns > 0) spin(t.fixed_ns);
             return;
         case TaskKind::io: file_io(t, s); return;

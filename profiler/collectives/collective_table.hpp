@@ -4,8 +4,8 @@
 #pragma once
 
 #include "dtsim/profiler/calibration.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/runtime/communicator.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 
 #include <cstdint>
 #include <string_view>
@@ -18,8 +18,8 @@ struct Buffers {
     int rank = 0;
     int nranks = 1;
     std::int64_t count = 0;  // the collective's count argument (per rank for reduce_scatter/allgather)
-    Floats send;             // on huge pages, as the executor's buffers
-    Floats recv;
+    runtime::Floats send;    // on huge pages, as the executor's buffers
+    runtime::Floats recv;
 };
 
 struct CollectiveTable {

@@ -3,9 +3,9 @@
 #include "collective_table.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
-#include "dtsim/profiler/peer_wait.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
+#include "dtsim/runtime/peer_wait.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -57,12 +57,12 @@ public:
     // The elementwise kernel over all of its scratch (half read, half written).
     void operator()() {
         if (scratch_.empty()) scratch_.assign(kFlushBytes / sizeof(float), 1.0f);
-        memory_pass(kFlushBytes, scratch_);
+        runtime::memory_pass(kFlushBytes, scratch_);
     }
 
 private:
     static constexpr std::int64_t kFlushBytes = 64LL << 20;
-    Floats scratch_;
+    runtime::Floats scratch_;
 };
 
 // Times `run` like measure() (without min_sample_us: one collective per
@@ -83,7 +83,7 @@ Measurement time_collective(const RepeatPolicy& policy, const CollectiveTable& t
         flush();
         comm.barrier();  // over the transport measured: an MPI barrier leaves gloo's threads asleep
         const auto t0 = std::chrono::steady_clock::now();
-        wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
+        runtime::wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
         table.run(b, comm);
         double local[2] = {elapsed_us(t0), elapsed_us(start) * 1e-6};
         double slowest[2] = {0, 0};
@@ -183,7 +183,7 @@ std::vector<calib::CollectivePoint> points_of(std::span<const CollectiveRow> row
 std::vector<CollectiveRow> bench_collectives(const CollectiveSweep& sweep, const RepeatPolicy& policy,
                                              const ProgressFn& progress, runtime::Communicator& comm) {
     const std::vector<std::int64_t> sizes = sweep.only_extra_sizes ? std::vector<std::int64_t>{} : sweep_sizes(sweep);
-    prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the first timed sample
+    runtime::prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the first timed sample
     Buffers b;
     CacheFlush flush;
     MPI_Comm_rank(MPI_COMM_WORLD, &b.rank);

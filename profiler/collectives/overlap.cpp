@@ -4,8 +4,8 @@
 #include "../cpu/compute_probe.hpp"
 #include "collective_table.hpp"
 #include "dtsim/profiler/collective_benchmarks.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
-#include "dtsim/profiler/peer_wait.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
+#include "dtsim/runtime/peer_wait.hpp"
 
 #include <mpi.h>
 
@@ -18,12 +18,12 @@ namespace {
 
 // `iters` back-to-back in-place allreduces, as DDP's buckets run (of zeros,
 // so values never grow); the local time of each in microseconds.
-std::vector<double> allreduce_loop(Floats& buf, runtime::Communicator& comm, int iters) {
+std::vector<double> allreduce_loop(runtime::Floats& buf, runtime::Communicator& comm, int iters) {
     std::vector<double> times;
     times.reserve(static_cast<std::size_t>(iters));
     for (int i = 0; i < iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
+        runtime::wait_for_peers(MPI_COMM_WORLD);  // as the executor enters every collective (peer_wait.hpp)
         comm.allreduce_sum(buf.data(), static_cast<std::int64_t>(buf.size()));
         times.push_back(elapsed_us(t0));
     }
@@ -43,11 +43,11 @@ calib::OverlapSpec bench_overlap(bool quick, const RepeatPolicy& policy, runtime
     // Collectives large enough that the scheduler, not their boundaries,
     // decides compute's share. A quick run has fewer of them only: with smaller
     // sizes its figures came out 3-10x off a full run's.
-    prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the timings
+    runtime::prepare_peer_wait(MPI_COMM_WORLD);  // its one-time set-up, out of the timings
     // Compute at the priority the run gives it: the executor lowers its
     // compute thread; torch (whose CPU transport gloo is) does not.
     ComputeProbe probe(policy, comm.backend() != runtime::CommBackend::gloo);
-    Floats buf(static_cast<std::size_t>(8 << 20) / sizeof(float), 0.0f);
+    runtime::Floats buf(static_cast<std::size_t>(8 << 20) / sizeof(float), 0.0f);
     const int comm_iters =
         std::clamp(quick ? 10 : 20, std::max(1, policy.min_samples), std::max(1, policy.max_samples));
 

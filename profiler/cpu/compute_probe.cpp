@@ -1,6 +1,6 @@
 #include "compute_probe.hpp"
 
-#include "dtsim/profiler/thread_priority.hpp"
+#include "dtsim/runtime/thread_priority.hpp"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -38,7 +38,7 @@ double ComputeProbe::slowdown_during(const std::function<void()>& foreground) {
     std::atomic<bool> done{false};
     std::vector<double> times;
     std::thread compute([&] {
-        if (lowered_) lower_this_thread_priority();
+        if (lowered_) runtime::lower_this_thread_priority();
         while (!done.load(std::memory_order_acquire)) times.push_back(gemm_us());
     });
     const auto window_start = std::chrono::steady_clock::now();

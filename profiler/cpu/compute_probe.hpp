@@ -5,8 +5,8 @@
 // Private to profiler/.
 #pragma once
 
-#include "dtsim/profiler/huge_pages.hpp"
 #include "dtsim/profiler/measure.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 #include "one_blas_thread.hpp"
 
 #include <functional>
@@ -32,7 +32,7 @@ public:
 private:
     double gemm_us();           // one 256^3 GEMM, its time
     OneBlasThread one_thread_;  // before the buffers: the probe's GEMMs use one thread
-    Floats a_, b_, c_;
+    runtime::Floats a_, b_, c_;
     double alone_us_ = 0;
     bool lowered_ = true;
 };

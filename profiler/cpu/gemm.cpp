@@ -3,8 +3,8 @@
 // compute as the simulator prices it per rank.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 #include "one_blas_thread.hpp"
 
 #include <fmt/format.h>
@@ -26,7 +26,7 @@ constexpr double kMinSampleUs = 50.0;
 constexpr int kMaxCallsPerSample = 4096;
 
 // Deterministic values in [-0.5, 0.5): no denormals, no zeros, same every run.
-void fill(Floats& v, std::size_t seed) {
+void fill(runtime::Floats& v, std::size_t seed) {
     for (std::size_t i = 0; i < v.size(); ++i)
         v[i] = static_cast<float>((i * 7919 + seed * 104729) % 1024) / 1024.0f - 0.5f;
 }
@@ -99,13 +99,13 @@ std::vector<calib::GemmPoint> bench_gemm(std::span<const GemmShape> shapes, cons
                      static_cast<double>(s) / static_cast<double>(shapes.size()));
         const std::int64_t m = shape.m, n = shape.n, k = shape.k;
         // Buffers are allocated and filled once per shape, outside the timing.
-        Floats a(static_cast<std::size_t>(shape.m * shape.k));
-        Floats b(static_cast<std::size_t>(shape.k * shape.n));
-        Floats c(static_cast<std::size_t>(shape.m * shape.n));
+        runtime::Floats a(static_cast<std::size_t>(shape.m * shape.k));
+        runtime::Floats b(static_cast<std::size_t>(shape.k * shape.n));
+        runtime::Floats c(static_cast<std::size_t>(shape.m * shape.n));
         fill(a, 1);
         fill(b, 2);
         fill(c, 3);
-        auto call = [&] { sgemm(shape.layout, m, n, k, a.data(), b.data(), c.data()); };
+        auto call = [&] { runtime::sgemm(shape.layout, m, n, k, a.data(), b.data(), c.data()); };
         // One timed call (after a first, cold one) decides how many calls a sample loops.
         call();
         const auto probe = std::chrono::steady_clock::now();

@@ -3,7 +3,7 @@
 // beside GEMMs at the executor's compute priority.
 #include "compute_probe.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,11 +13,11 @@ namespace dtsim::profiler {
 
 void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec) {
     ComputeProbe probe(policy);
-    Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    runtime::Floats scratch(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
     constexpr std::int64_t kPassBytes = 32LL << 20;
     auto pass = [&] {
         const auto t0 = std::chrono::steady_clock::now();
-        memory_pass(kPassBytes, scratch);
+        runtime::memory_pass(kPassBytes, scratch);
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     };
     const double host_alone_us = measure(policy, pass).mean_us;  // the mean, as the calibration's figures

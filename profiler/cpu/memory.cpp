@@ -1,8 +1,8 @@
 // Memory microbenchmarks of the CPU backend: the streaming bandwidth that
 // elementwise kernels see, host copy bandwidth, and the fixed cost of a kernel.
-#include "dtsim/profiler/cpu_benchmarks.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
 #include "dtsim/common/error.hpp"
+#include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -33,11 +33,11 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
     if (progress) progress("memory: stream", 0.0);
     // The executor's elementwise kernel over its scratch (cpu_kernels.hpp):
     // bytes moved per pass = bytes read + bytes written, as the Plan counts them.
-    Floats scratch(static_cast<std::size_t>(kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    runtime::Floats scratch(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
     const auto pass_bytes = static_cast<std::int64_t>(bytes) * 2;
     const Measurement stream = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
-        memory_pass(pass_bytes, scratch);
+        runtime::memory_pass(pass_bytes, scratch);
         const double us = elapsed_us(start);
         g_sink = scratch.back();
         return us;
@@ -50,7 +50,7 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
     // rates; the executor's copy kernel over the same scratch.
     const Measurement copy = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
-        copy_pass(static_cast<std::int64_t>(bytes), scratch);
+        runtime::copy_pass(static_cast<std::int64_t>(bytes), scratch);
         const double us = elapsed_us(start);
         g_sink = scratch.back();
         return us;
@@ -63,7 +63,7 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
     constexpr int kCalls = 2000;
     const Measurement tiny = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < kCalls; ++i) memory_pass(1024, scratch);
+        for (int i = 0; i < kCalls; ++i) runtime::memory_pass(1024, scratch);
         const double us = elapsed_us(start);
         g_sink = scratch.back();
         return us / kCalls;

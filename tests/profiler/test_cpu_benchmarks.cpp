@@ -2,7 +2,7 @@
 // runs in a few seconds on a small machine.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
-#include "dtsim/profiler/cpu_kernels.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 
 #include "support/temp_dir.hpp"
 
@@ -109,7 +109,7 @@ TEST_CASE("sgemm computes each layout's product: NN, NT (x W^T) and TN (A^T B)")
     for (const GemmLayout layout : {GemmLayout::nn, GemmLayout::nt, GemmLayout::tn}) {
         CAPTURE(to_string(layout));
         std::vector<float> c(m * n, -1.0f);
-        sgemm(layout, m, n, k, a.data(), b.data(), c.data());
+        runtime::sgemm(layout, m, n, k, a.data(), b.data(), c.data());
         const auto want = reference(layout);
         for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i] == want[i]);  // small integers: exact
     }

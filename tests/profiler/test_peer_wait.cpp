@@ -1,7 +1,7 @@
 // wait_for_peers waits for the late rank asleep, not spinning, holds every
 // rank until the last arrives, and gives up on its stop flag; on 2 ranks
 // (tests/mpi/catch_2ranks.sh with [mpi2]).
-#include "dtsim/profiler/peer_wait.hpp"
+#include "dtsim/runtime/peer_wait.hpp"
 
 #include <mpi.h>
 #include "support/mpi_world.hpp"
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-using namespace dtsim::profiler;
+using namespace dtsim;
 
 namespace {
 
@@ -32,13 +32,13 @@ TEST_CASE("2 ranks: wait_for_peers waits for the late rank and sleeps meanwhile"
     REQUIRE(dtsim::test::mpi_world_size() == 2);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    prepare_peer_wait(MPI_COMM_WORLD);  // its set-up, collective and not asleep, is not what is measured
+    runtime::prepare_peer_wait(MPI_COMM_WORLD);  // its set-up, collective and not asleep, is not what is measured
     MPI_Barrier(MPI_COMM_WORLD);
     constexpr auto kLate = std::chrono::milliseconds(300);
     if (rank == 1) std::this_thread::sleep_for(kLate);
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = thread_cpu_s();
-    wait_for_peers(MPI_COMM_WORLD);
+    runtime::wait_for_peers(MPI_COMM_WORLD);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = thread_cpu_s() - cpu_start;
     if (rank == 0) {
@@ -62,7 +62,7 @@ TEST_CASE("2 ranks: no rank leaves wait_for_peers before the last has arrived, r
         // Either rank is late by turns, by 0-300 us.
         if ((i % 2) == rank) std::this_thread::sleep_for(std::chrono::microseconds((i * 37) % 300));
         arrive[i] = now_ns();
-        if (!wait_for_peers(comm)) ++not_met;
+        if (!runtime::wait_for_peers(comm)) ++not_met;
         leave[i] = now_ns();
     }
     std::vector<std::int64_t> peer_arrive(kRounds);
@@ -82,7 +82,7 @@ TEST_CASE("2 ranks: wait_for_peers returns false when its stop flag is set while
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm comm = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    REQUIRE(wait_for_peers(comm));  // sets the barrier up on both ranks
+    REQUIRE(runtime::wait_for_peers(comm));  // sets the barrier up on both ranks
     if (rank == 0) {
         std::atomic<bool> stop{false};
         std::thread stopper([&] {
@@ -90,7 +90,7 @@ TEST_CASE("2 ranks: wait_for_peers returns false when its stop flag is set while
             stop = true;
         });
         const auto start = std::chrono::steady_clock::now();
-        const bool met = wait_for_peers(comm, &stop);  // rank 1 never comes
+        const bool met = runtime::wait_for_peers(comm, &stop);  // rank 1 never comes
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         stopper.join();
         CHECK_FALSE(met);

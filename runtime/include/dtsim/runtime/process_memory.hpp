@@ -10,10 +10,10 @@
 // 32 MiB allreduce took 14 ms on a stream thread, 7.5 ms with one arena).
 #pragma once
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 // Every allocation from the one heap (no mmap, no per-thread arenas), never
 // trimmed. Call before other threads start. Idempotent.
 void reuse_freed_memory();
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

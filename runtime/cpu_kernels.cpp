@@ -1,4 +1,4 @@
-#include "dtsim/profiler/cpu_kernels.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 
 #include <cblas.h>
 
@@ -11,7 +11,7 @@
 #define DTSIM_ADAM_AVX2 1
 #endif
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 namespace {
 
@@ -116,4 +116,4 @@ void sgemm(GemmLayout layout, std::int64_t m, std::int64_t n, std::int64_t k, co
                 ta ? bm : bk, b, tb ? bk : bn, 0.0f, c, bn);
 }
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

@@ -14,7 +14,7 @@
 
 #include <atomic>
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 // Returns true once every rank of `comm` has called it, asleep meanwhile.
 // Where the ranks share a host, they meet at a counter in shared memory and
@@ -38,4 +38,4 @@ bool wait_for_peers(MPI_Comm comm, const std::atomic<bool>* stop = nullptr);
 // Collective over `comm`; a no-op the second time.
 void prepare_peer_wait(MPI_Comm comm);
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

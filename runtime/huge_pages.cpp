@@ -1,10 +1,10 @@
-#include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 
 #include <sys/mman.h>
 
 #include <cstdlib>
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 namespace {
 
 constexpr std::size_t kHugePage = 2u << 20;
@@ -31,4 +31,4 @@ void release_huge_page_backed(void* p, std::size_t bytes) noexcept {
         std::free(p);
 }
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

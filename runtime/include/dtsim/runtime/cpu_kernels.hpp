@@ -6,9 +6,9 @@
 
 #include <cstdint>
 #include "dtsim/common/gemm_layout.hpp"
-#include "dtsim/profiler/huge_pages.hpp"
+#include "dtsim/runtime/huge_pages.hpp"
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 // The most scratch a kernel streams through; larger work goes over it again.
 // As large as the whole last-level cache of the development machine (32 MiB,
@@ -31,7 +31,6 @@ void adam_pass(std::int64_t elements, Floats& scratch, int step = 1);
 // Row-major fp32 C[m,n] = op(A) op(B) through OpenBLAS with `layout`'s
 // transposes, as torch hands nn.Linear's GEMMs to the BLAS: a transposed A is
 // stored k x m, a transposed B n x k (the weight, out x in).
-void sgemm(GemmLayout layout, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b,
-           float* c);
+void sgemm(GemmLayout layout, std::int64_t m, std::int64_t n, std::int64_t k, const float* a, const float* b, float* c);
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

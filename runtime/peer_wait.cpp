@@ -2,7 +2,7 @@
 // communicator shares a host (the CPU backend's case), it is a counter in a
 // shared-memory page and a futex: the last rank to arrive wakes the others
 // at once. Elsewhere, a nonblocking MPI barrier polled with backing-off sleeps.
-#include "dtsim/profiler/peer_wait.hpp"
+#include "dtsim/runtime/peer_wait.hpp"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -23,7 +23,7 @@
 #include <string_view>
 #include <thread>
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 namespace {
 
@@ -194,4 +194,4 @@ bool wait_for_peers(MPI_Comm comm, const std::atomic<bool>* stop) {
     return b.words != nullptr ? shared_page_barrier(b, stop) : polled_barrier(comm, stop);
 }
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

@@ -1,10 +1,10 @@
-#include "dtsim/profiler/process_memory.hpp"
+#include "dtsim/runtime/process_memory.hpp"
 
 #include "dtsim/common/host_memory.hpp"
 
 #include <malloc.h>
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 void reuse_freed_memory() {
     keep_freed_memory();
@@ -12,4 +12,4 @@ void reuse_freed_memory() {
     mallopt(M_MMAP_MAX, 0);
 }
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

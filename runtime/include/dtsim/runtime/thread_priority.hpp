@@ -9,7 +9,7 @@
 // slowdown factor describes exactly this.
 #pragma once
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 // Lowers the calling thread's priority to the lowest (nice 19; Linux nice
 // values are per thread). Irreversible without privileges: call it on a
@@ -17,4 +17,4 @@ namespace dtsim::profiler {
 // system refused (the run then goes on at the normal priority).
 bool lower_this_thread_priority();
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime

@@ -11,7 +11,7 @@
 #include <new>
 #include <vector>
 
-namespace dtsim::profiler {
+namespace dtsim::runtime {
 
 // Allocates 2 MiB-aligned, rounded-up blocks and asks for huge pages on
 // blocks of at least 2 MiB; smaller ones come from operator new.
@@ -35,4 +35,4 @@ struct HugePageAllocator {
 // The buffers of the CPU backend's kernels and collectives.
 using Floats = std::vector<float, HugePageAllocator<float>>;
 
-}  // namespace dtsim::profiler
+}  // namespace dtsim::runtime
