@@ -38,6 +38,7 @@ struct ValidateOptions {
     std::string refresh = "auto";
     bool gui = false;            // open the compare view at the end
     std::string gui_screenshot;  // render it to this PNG instead
+    int tasks = 0;               // list the N tasks furthest from measured, per strategy
 };
 
 using executor::kTaskKinds;
@@ -88,6 +89,17 @@ void print_validation_table(const ValidateOptions& o, const calib::Calibration& 
             percent(c.predicted_kind_s[0], c.measured_kind_s[0]), percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
             percent(c.predicted_kind_s[2], c.measured_kind_s[2]), percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
             percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
+    if (o.tasks > 0)
+        for (const auto& [strategy, mode, c] : results) {
+            fmt::print("\n  {}: the {} tasks furthest from measured (rank {}, medians over steps after the first)\n",
+                       strategy, std::min<std::size_t>(static_cast<std::size_t>(o.tasks), c.tasks.size()), c.rank);
+            fmt::print("  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", "task", "name", "kind", "predicted", "measured",
+                       "error");
+            for (const auto& t : executor::furthest_tasks(c, static_cast<std::size_t>(o.tasks)))
+                fmt::print("  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", t.task, t.name, to_string(t.kind),
+                           format_seconds(t.predicted_s), format_seconds(t.measured_s),
+                           percent(t.predicted_s, t.measured_s));
+        }
     fmt::print(
         "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
         "computed longest "
@@ -184,15 +196,25 @@ void run_validate(ValidateOptions o) {
                     if (c.predicted_kind_s[k] > 0 || c.measured_kind_s[k] > 0)
                         kinds[std::string(to_string(kTaskKinds[k]))] = {{"predicted_s", c.predicted_kind_s[k]},
                                                                         {"measured_s", c.measured_kind_s[k]}};
-                j["results"].push_back({{"strategy", r.strategy},
-                                        {"mode", r.mode},
-                                        {"predicted_step_time_s", c.predicted_s},
-                                        {"measured_step_time_s", c.measured_s},
-                                        {"error", c.error()},
-                                        {"predicted_peak_memory_bytes", c.predicted_peak_bytes},
-                                        {"measured_peak_memory_bytes", c.measured_peak_bytes},
-                                        {"by_task_kind", kinds},
-                                        {"by_task_kind_rank", c.rank}});
+                Json result = {{"strategy", r.strategy},
+                               {"mode", r.mode},
+                               {"predicted_step_time_s", c.predicted_s},
+                               {"measured_step_time_s", c.measured_s},
+                               {"error", c.error()},
+                               {"predicted_peak_memory_bytes", c.predicted_peak_bytes},
+                               {"measured_peak_memory_bytes", c.measured_peak_bytes},
+                               {"by_task_kind", kinds},
+                               {"by_task_kind_rank", c.rank}};
+                if (o.tasks > 0) {
+                    result["tasks"] = Json::array();  // furthest from measured first
+                    for (const auto& t : executor::furthest_tasks(c, static_cast<std::size_t>(o.tasks)))
+                        result["tasks"].push_back({{"task", t.task},
+                                                   {"name", t.name},
+                                                   {"kind", to_string(t.kind)},
+                                                   {"predicted_s", t.predicted_s},
+                                                   {"measured_s", t.measured_s}});
+                }
+                j["results"].push_back(std::move(result));
             }
             fmt::print("{}\n", j.dump(2));
         } else {
@@ -219,6 +241,11 @@ void add_validate_command(CLI::App& app) {
                                    "prediction error in total and per task kind");
     add_options(*cmd, o->config, true, /*with_topology=*/false);
     cmd->add_option("--strategies", o->strategies, "comma-separated strategies to compare (default: --strategy)");
+    cmd->add_option("--tasks", o->tasks,
+                    "also list, per strategy, the N tasks whose predicted time is furthest from the measured one "
+                    "(with --format json, as a \"tasks\" array)")
+        ->check(CLI::Range(0, 1000000))
+        ->capture_default_str();
     cmd->add_option("--steps", o->steps, "steps to execute per configuration (the first is warm-up)")
         ->capture_default_str();
     cmd->add_option("--refresh", o->refresh,

@@ -2,8 +2,10 @@
 
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
+#include "dtsim/sim/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace dtsim::executor {
@@ -58,9 +60,22 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured) 
             const auto& m = measured.timings[s][static_cast<std::size_t>(c.rank)][t];
             samples.push_back(static_cast<double>(m.end_ns - m.start_ns) * 1e-9);
         }
-        c.measured_kind_s[k] += median(std::move(samples));
+        const double measured_s = median(std::move(samples));
+        c.measured_kind_s[k] += measured_s;
+        c.tasks.push_back({static_cast<int>(t), sim::task_name(plan, *predicted.workload, plan.tasks[t]),
+                           plan.tasks[t].kind, static_cast<double>(timing.end_ns - timing.start_ns) * 1e-9,
+                           measured_s});
     }
     return c;
+}
+
+std::vector<TaskComparison> furthest_tasks(const Comparison& c, std::size_t n) {
+    std::vector<TaskComparison> out = c.tasks;
+    std::stable_sort(out.begin(), out.end(), [](const TaskComparison& a, const TaskComparison& b) {
+        return std::abs(a.predicted_s - a.measured_s) > std::abs(b.predicted_s - b.measured_s);
+    });
+    if (out.size() > n) out.resize(n);
+    return out;
 }
 
 Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult& after, const ExecResult& measured) {
@@ -69,6 +84,8 @@ Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult&
     c.predicted_s = (c.predicted_s + later.predicted_s) / 2;
     for (std::size_t k = 0; k < kTaskKinds.size(); ++k)
         c.predicted_kind_s[k] = (c.predicted_kind_s[k] + later.predicted_kind_s[k]) / 2;
+    for (std::size_t t = 0; t < c.tasks.size(); ++t)
+        c.tasks[t].predicted_s = (c.tasks[t].predicted_s + later.tasks[t].predicted_s) / 2;
     c.predicted_peak_bytes = std::max(c.predicted_peak_bytes, later.predicted_peak_bytes);
     return c;
 }

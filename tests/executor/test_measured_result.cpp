@@ -5,6 +5,7 @@
 #include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/validation.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/report.hpp"
 #include "dtsim/sim/simulate.hpp"
 
 #include <catch2/catch.hpp>
@@ -91,6 +92,33 @@ TEST_CASE("validation compares task kinds on the rank that computed longest", "[
     CHECK(c.kind_error(sim::TaskKind::compute) == Approx(-0.5));
     CHECK(c.kind_error(sim::TaskKind::collective) == Approx(-0.5));
     CHECK(c.kind_error(sim::TaskKind::io) == 0);  // DDP runs no file I/O
+}
+
+TEST_CASE("validation compares every task, and lists those furthest from measured first", "[executor]") {
+    const sim::SimResult r = simulated("ddp", {});
+    std::vector<executor::TaskTiming> measured_times = timings_of(r.schedule);
+    // Task 0 ran 1 ms longer than scheduled; the last task 3 ms longer; the rest as predicted.
+    const std::size_t last = measured_times.size() - 1;
+    measured_times[0].end_ns += 1'000'000;
+    measured_times[last].end_ns += 3'000'000;
+    executor::ExecResult measured;
+    measured.world_size = 1;
+    measured.timings = {{measured_times}};
+    const executor::Comparison c = executor::compare(r, measured);
+    REQUIRE(c.tasks.size() == r.plan.tasks.size());
+    for (std::size_t t = 0; t < c.tasks.size(); ++t) {
+        const auto& timing = r.schedule.timings[t];
+        CHECK(c.tasks[t].predicted_s == Approx(static_cast<double>(timing.end_ns - timing.start_ns) * 1e-9));
+        CHECK(c.tasks[t].kind == r.plan.tasks[t].kind);
+    }
+    const auto top = executor::furthest_tasks(c, 2);
+    REQUIRE(top.size() == 2);
+    CHECK(top[0].task == static_cast<int>(last));
+    CHECK(top[0].measured_s - top[0].predicted_s == Approx(3e-3));
+    CHECK(top[1].task == 0);
+    CHECK(top[1].measured_s - top[1].predicted_s == Approx(1e-3));
+    CHECK(top[1].name == sim::task_name(r.plan, *r.workload, r.plan.tasks[0]));
+    CHECK(executor::furthest_tasks(c, 1'000'000).size() == c.tasks.size());
 }
 
 TEST_CASE("warm-up steps are left out of the per-kind times and bounded by the steps run", "[executor]") {

@@ -8,7 +8,7 @@ dtsim="$1"
 enter_scratch_dir
 dir="$scratch"
 timeout 150 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 3 \
-  --strategies ddp,fsdp,deepspeed_stage_2 --format json > validate.json
+  --strategies ddp,fsdp,deepspeed_stage_2 --tasks 3 --format json > validate.json
 cat validate.json
 python3 - validate.json <<'PY'
 import json, sys
@@ -21,6 +21,12 @@ for r in j["results"]:
     assert r["measured_step_time_s"] > 0 and r["predicted_step_time_s"] > 0, r
     assert "compute" in r["by_task_kind"] and "collective" in r["by_task_kind"], r
     assert abs(r["error"]) < 10, r  # the same plan on both sides: not off by an order of magnitude
+    # --tasks 3: the three tasks furthest from measured, furthest first, named as the trace names them.
+    t = r["tasks"]
+    assert len(t) == 3, r
+    gaps = [abs(x["predicted_s"] - x["measured_s"]) for x in t]
+    assert gaps == sorted(gaps, reverse=True), t
+    assert all(x["name"] and x["kind"] in ("compute", "collective", "copy", "host_compute", "io") for x in t), t
 PY
 
 # A datasheet preset cannot be re-measured on this machine.

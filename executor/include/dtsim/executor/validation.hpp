@@ -8,12 +8,22 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <vector>
 
 namespace dtsim::executor {
 
 inline constexpr std::array<sim::TaskKind, 5> kTaskKinds = {sim::TaskKind::compute, sim::TaskKind::collective,
                                                             sim::TaskKind::copy, sim::TaskKind::host_compute,
                                                             sim::TaskKind::io};
+
+// One task of the plan: the simulator's scheduled duration against the
+// measured rank's median over the steps after warm-up.
+struct TaskComparison {
+    int task = 0;      // index into the plan
+    std::string name;  // sim::task_name: "forward fc1", "allreduce bucket 0"
+    sim::TaskKind kind = sim::TaskKind::compute;
+    double predicted_s = 0, measured_s = 0;
+};
 
 struct Comparison {
     double predicted_s = 0;  // the simulator's step time
@@ -27,6 +37,8 @@ struct Comparison {
     // Peak device memory per rank: the simulator's, and the Plan's allocations
     // at their measured times (ExecResult::peak_memory_bytes).
     std::int64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
+    // Every task of the plan, in plan order (the per-kind sums are theirs).
+    std::vector<TaskComparison> tasks;
 
     // (predicted - measured) / measured.
     double error() const { return measured_s > 0 ? (predicted_s - measured_s) / measured_s : 0; }
@@ -39,6 +51,10 @@ struct Comparison {
                    : 0;
     }
 };
+
+// The `n` tasks furthest from their measured time (|predicted - measured|),
+// furthest first; ties in plan order.
+std::vector<TaskComparison> furthest_tasks(const Comparison& c, std::size_t n);
 
 // `measured` must come from executing `predicted.plan` (on rank 0, which holds every rank's timings).
 Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);
