@@ -77,7 +77,7 @@ std::vector<Case> cases() {
 
 sim::Config config_of(const Case& c, int ranks) {
     sim::Config config;
-    config.host_memory_reuse = true;  // the executor keeps freed memory (profiler/process_memory)
+    config.host_memory_reuse = true;  // the executor keeps freed memory (runtime/process_memory)
     config.model = "mlp-8x1024";
     config.micro_batch = 128;
     config.topology = {1, ranks};
@@ -129,18 +129,12 @@ int main(int argc, char** argv) {
         if (all.empty()) throw std::runtime_error(fmt::format("no configuration's label contains '{}'", only));
         // Each case's workload and the GEMM shapes and collective sizes its
         // Plan runs (the calibration's and the refresh's targets), once.
-        std::vector<sim::Config> configs;
-        std::vector<std::shared_ptr<const models::Workload>> workloads;
-        std::vector<profiler::CalibrationTargets> targets(all.size());
         profiler::CpuCalibrationOptions every_target;  // all cases' together
         every_target.quick = !full;
-        for (std::size_t i = 0; i < all.size(); ++i) {
-            configs.push_back(config_of(all[i], size));
-            workloads.push_back(std::make_shared<const models::Workload>(sim::build_workload(configs[i])));
-            const sim::Plan plan = sim::lower(*workloads[i], configs[i]);
-            executor::add_calibration_targets(targets[i], *workloads[i], plan);
-            executor::add_calibration_targets(every_target.targets, *workloads[i], plan);
-        }
+        std::vector<sim::Config> configs;
+        for (const Case& c : all) configs.push_back(config_of(c, size));
+        const std::vector<executor::ValidationCase> validation =
+            executor::validation_cases(configs, &every_target.targets);
         // Each round calibrates (unless --hardware), predicts and runs every
         // configuration once: this shared machine drifts by 10 % and more
         // within minutes, and a prediction should meet a machine in the state
@@ -171,22 +165,21 @@ int main(int argc, char** argv) {
             const std::size_t first = static_cast<std::size_t>(round) * all.size() / static_cast<std::size_t>(rounds);
             auto nth = [&](std::size_t n) { return (first + n) % all.size(); };
             std::vector<profiler::CalibrationTargets> in_order;
-            for (std::size_t n = 0; n < all.size(); ++n) in_order.push_back(targets[nth(n)]);
+            for (std::size_t n = 0; n < all.size(); ++n) in_order.push_back(validation[nth(n)].targets);
             executor::BracketedRefresh refresh(cal, std::move(in_order));
             for (std::size_t n = 0; n < all.size(); ++n) {
                 const std::size_t i = nth(n);
-                const sim::Config& config = configs[i];
-                const auto& workload = workloads[i];
-                stale_predicted_s[i].push_back(sim::simulate(workload, config, cal).metrics.step_time_s);
-                const sim::SimResult predicted = sim::simulate(workload, config, refresh.before());
+                const sim::Config& config = validation[i].config;
+                stale_predicted_s[i].push_back(sim::simulate(validation[i].workload, config, cal).metrics.step_time_s);
                 const std::string before_name = refresh.before().name;
                 executor::ExecOptions eo;
                 eo.steps = steps;
-                eo.mode = executor::Mode::replay;
                 eo.warmup_steps = warmup;  // for the median and the per-kind times alike
-                const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
-                const calib::Calibration& after = refresh.after_run();
-                const sim::SimResult predicted_after = sim::simulate(workload, config, after);
+                const executor::ValidationRun run = executor::validate_case(validation[i], cal, &refresh, eo);
+                const sim::SimResult& predicted = run.predicted;
+                const sim::SimResult& predicted_after = *run.predicted_after;
+                const executor::ExecResult& measured = run.measured;
+                const std::string after_name = refresh.before().name;  // the after-run refresh prices the next run
                 const std::vector<double> steady(measured.step_time_s.begin() + warmup, measured.step_time_s.end());
                 const double median = measured.median_step_time_s;
                 predicted_s[i].push_back((predicted.metrics.step_time_s + predicted_after.metrics.step_time_s) / 2);
@@ -201,14 +194,13 @@ int main(int argc, char** argv) {
                     const std::string stem = fmt::format("{}/r{}-{}", trace_dir, round, name);
                     traces::write_chrome_trace(sim::make_timeline(predicted, config, before_name),
                                                stem + "-predicted.json");
-                    traces::write_chrome_trace(sim::make_timeline(predicted_after, config, after.name),
+                    traces::write_chrome_trace(sim::make_timeline(predicted_after, config, after_name),
                                                stem + "-predicted-after.json");
                     traces::write_chrome_trace(measured.timeline, stem + "-measured.json");
                 }
                 if (rank == 0) {
-                    const executor::Comparison c = executor::compare_bracketed(predicted, predicted_after, measured);
-                    compute_error[i].push_back(c.kind_error(sim::TaskKind::compute));
-                    collective_error[i].push_back(c.kind_error(sim::TaskKind::collective));
+                    compute_error[i].push_back(run.comparison.kind_error(sim::TaskKind::compute));
+                    collective_error[i].push_back(run.comparison.kind_error(sim::TaskKind::collective));
                 }
             }
         }

@@ -125,21 +125,15 @@ void run_validate(ValidateOptions o) {
             SimulateOptions so = o.config;
             so.strategy = strategy;
             configs.push_back(make_config(so));
-            configs.back().host_memory_reuse = true;  // the executor keeps freed memory (profiler/process_memory)
+            configs.back().host_memory_reuse = true;  // the executor keeps freed memory (runtime/process_memory)
             configs.back().topology = {1, size};
         }
-        std::vector<std::shared_ptr<const models::Workload>> workloads;
-        for (const auto& config : configs)
-            workloads.push_back(std::make_shared<const models::Workload>(sim::build_workload(config)));
-        // The exact GEMM shapes and collective sizes of each plan, and of all.
-        std::vector<profiler::CalibrationTargets> targets(configs.size());
+        // Each plan's GEMM shapes and collective sizes, and all of them (a quick calibration's targets).
         profiler::CpuCalibrationOptions copt;
         copt.quick = true;
-        for (std::size_t i = 0; i < configs.size(); ++i) {
-            const sim::Plan plan = sim::lower(*workloads[i], configs[i]);
-            executor::add_calibration_targets(targets[i], *workloads[i], plan);
-            executor::add_calibration_targets(copt.targets, *workloads[i], plan);
-        }
+        const std::vector<executor::ValidationCase> cases = executor::validation_cases(configs, &copt.targets);
+        std::vector<profiler::CalibrationTargets> targets;
+        for (const auto& c : cases) targets.push_back(c.targets);
         calib::Calibration cal;
         if (o.hardware_given) {
             cal = load_hardware(o.config);
@@ -154,31 +148,23 @@ void run_validate(ValidateOptions o) {
         if (refresh) bracket.emplace(cal, targets);
         std::vector<Result> results;
         std::vector<ValidationForGui> for_gui;
-        for (std::size_t i = 0; i < configs.size(); ++i) {
-            const sim::Config& config = configs[i];
-            const auto& workload = workloads[i];
-            const double done = static_cast<double>(i) / static_cast<double>(configs.size());
-            bar.update(fmt::format("{}: executing {} steps", strategies[i], o.steps), done);
-            const sim::SimResult predicted = sim::simulate(workload, config, bracket ? bracket->before() : cal);
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const double done = static_cast<double>(i) / static_cast<double>(cases.size());
+            bar.update(fmt::format("{}: executing {} steps{}", strategies[i], o.steps,
+                                   bracket ? ", then refreshing the calibration" : ""),
+                       done);
             executor::ExecOptions eo;
             eo.steps = o.steps;
-            // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
-            eo.mode = executor::Mode::replay;
             // Over the transport the calibration priced: a gloo calibration is
             // compared with gloo's collectives, not MPI's.
             eo.transport = profiler::transport_of(cal);
-            const executor::ExecResult measured = executor::execute(predicted.plan, *workload, config, eo);
-            std::optional<sim::SimResult> predicted_after;
-            if (bracket) {
-                bar.update(fmt::format("{}: refreshing the calibration", strategies[i]), done);
-                predicted_after = sim::simulate(workload, config, bracket->after_run());
-            }
+            const executor::ValidationRun run =
+                executor::validate_case(cases[i], cal, bracket ? &*bracket : nullptr, eo);
             if (rank == 0)
-                results.push_back({strategies[i], std::string(executor::to_string(measured.mode)),
-                                   predicted_after ? executor::compare_bracketed(predicted, *predicted_after, measured)
-                                                   : executor::compare(predicted, measured)});
+                results.push_back({strategies[i], std::string(executor::to_string(run.measured.mode)), run.comparison});
             if (rank == 0 && o.gui)
-                for_gui.push_back({strategies[i], sim::make_timeline(predicted, config, cal.name), measured.timeline});
+                for_gui.push_back({strategies[i], sim::make_timeline(run.predicted, cases[i].config, cal.name),
+                                   run.measured.timeline});
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;

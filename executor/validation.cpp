@@ -1,8 +1,10 @@
 #include "dtsim/executor/validation.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/executor/measured_result.hpp"
 #include "dtsim/sim/report.hpp"
+#include "dtsim/sim/strategy.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,6 +90,33 @@ Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult&
         c.tasks[t].predicted_s = (c.tasks[t].predicted_s + later.tasks[t].predicted_s) / 2;
     c.predicted_peak_bytes = std::max(c.predicted_peak_bytes, later.predicted_peak_bytes);
     return c;
+}
+
+std::vector<ValidationCase> validation_cases(const std::vector<sim::Config>& configs,
+                                             profiler::CalibrationTargets* all) {
+    std::vector<ValidationCase> out;
+    for (const sim::Config& config : configs) {
+        ValidationCase c{config, std::make_shared<const models::Workload>(sim::build_workload(config)), {}};
+        const sim::Plan plan = sim::lower(*c.workload, config);
+        add_calibration_targets(c.targets, *c.workload, plan);
+        if (all) add_calibration_targets(*all, *c.workload, plan);
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+ValidationRun validate_case(const ValidationCase& c, const calib::Calibration& cal, BracketedRefresh* bracket,
+                            ExecOptions options) {
+    ValidationRun run;
+    run.predicted = sim::simulate(c.workload, c.config, bracket ? bracket->before() : cal);
+    // Replay runs exactly the Plan's ops at their shapes: what the simulator priced.
+    options.mode = Mode::replay;
+    run.measured = execute(run.predicted.plan, *c.workload, c.config, options);
+    if (bracket) run.predicted_after = sim::simulate(c.workload, c.config, bracket->after_run());
+    if (run.measured.rank == 0)
+        run.comparison = run.predicted_after ? compare_bracketed(run.predicted, *run.predicted_after, run.measured)
+                                             : compare(run.predicted, run.measured);
+    return run;
 }
 
 }  // namespace dtsim::executor

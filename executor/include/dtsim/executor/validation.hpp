@@ -2,11 +2,15 @@
 // the executor, compared in total and per task kind.
 #pragma once
 
+#include "dtsim/executor/bracketed_refresh.hpp"
 #include "dtsim/executor/execute.hpp"
+#include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/sim/simulate.hpp"
 
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,5 +69,33 @@ Comparison compare(const sim::SimResult& predicted, const ExecResult& measured);
 // drift cancels to first order (with one refresh, before, the noise of the
 // GEMM prices against the run's was 15 %; bracketed, 10 %).
 Comparison compare_bracketed(const sim::SimResult& before, const sim::SimResult& after, const ExecResult& measured);
+
+// One configuration to validate: its workload, and the GEMM shapes and
+// collective sizes its Plan runs (what a calibration and a refresh measure).
+struct ValidationCase {
+    sim::Config config;
+    std::shared_ptr<const models::Workload> workload;
+    profiler::CalibrationTargets targets;
+};
+
+// The cases of `configs`, in order; `all`, when given, gathers every case's targets.
+std::vector<ValidationCase> validation_cases(const std::vector<sim::Config>& configs,
+                                             profiler::CalibrationTargets* all = nullptr);
+
+struct ValidationRun {
+    sim::SimResult predicted;                       // priced before the run
+    std::optional<sim::SimResult> predicted_after;  // priced after it, with a bracket
+    ExecResult measured;
+    Comparison comparison;  // rank 0 only, which holds every rank's timings
+};
+
+// The one validation loop of `dtsim validate` and bench/accuracy: prices the
+// case's Plan from `cal` (or, with a bracket, from the calibration refreshed
+// for it just before), executes that Plan in replay mode with `options`, prices
+// it again from the calibration refreshed just after (bracket), and compares
+// (compare_bracketed with a bracket, compare without). Collective over
+// MPI_COMM_WORLD.
+ValidationRun validate_case(const ValidationCase& c, const calib::Calibration& cal, BracketedRefresh* bracket,
+                            ExecOptions options);
 
 }  // namespace dtsim::executor
