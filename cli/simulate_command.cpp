@@ -105,7 +105,7 @@ void run_simulate(const SimulateOptions& o, const TraceSource& from_trace) {
         fmt::print("{}", summary_text(result, config, cal, extras));
     }
     if (!o.trace.empty()) {
-        traces::write_chrome_trace(sim::make_timeline(result, config, cal.name), o.trace);
+        traces::write_chrome_trace(sim::make_timeline(result, config, cal), o.trace);
         if (o.format == "text")
             fmt::print("\n  Trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
     }

@@ -163,8 +163,8 @@ void run_validate(ValidateOptions o) {
             if (rank == 0)
                 results.push_back({strategies[i], std::string(executor::to_string(run.measured.mode)), run.comparison});
             if (rank == 0 && o.gui)
-                for_gui.push_back({strategies[i], sim::make_timeline(run.predicted, cases[i].config, cal.name),
-                                   run.measured.timeline});
+                for_gui.push_back(
+                    {strategies[i], sim::make_timeline(run.predicted, cases[i].config, cal), run.measured.timeline});
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;

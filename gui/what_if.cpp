@@ -65,7 +65,7 @@ WhatIfOutcome simulate_what_if(const sim::Config& config, const calib::Calibrati
         o.samples_per_s = m.samples_per_s;
         o.peak_memory_bytes = m.peak_memory_bytes;
         o.usable_memory_bytes = m.usable_memory_bytes;
-        const sim::Timeline timeline = sim::make_timeline(phased.headline, config, calibration.name);
+        const sim::Timeline timeline = sim::make_timeline(phased.headline, config, calibration);
         o.title = QString::fromStdString(timeline.title);
         o.index = std::make_shared<TimelineIndex>(model_from_timeline(timeline));
         if (!m.fits)

@@ -1,5 +1,6 @@
 #include "dtsim/sim/timeline.hpp"
 
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/report.hpp"
 
 #include <fmt/format.h>
@@ -45,6 +46,21 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
     }
     if (r.schedule.peak_host_bytes > 0)
         for (const auto& s : r.schedule.memory) tl.host_memory_bytes.push_back({0, s.time_ns, s.host_bytes});
+    return tl;
+}
+
+Timeline make_timeline(const SimResult& r, const Config& config, const calib::Calibration& calibration) {
+    Timeline tl = make_timeline(r, config, calibration.name);
+    if (!calibration.nccl.present()) return tl;
+    const CostModel cost(calibration, parse_nccl_env(config.env));
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        if (t.kind != TaskKind::collective) continue;
+        if (const auto choice =
+                cost.nccl_choice(t.collective, t.bytes, r.plan.groups[static_cast<std::size_t>(t.group)], t.dtype))
+            tl.events[i].args.push_back(
+                {"nccl", fmt::format("{}/{}", to_string(choice->algo), to_string(choice->proto))});
+    }
     return tl;
 }
 

@@ -8,6 +8,7 @@
 #include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/nccl_model.hpp"
 #include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/timeline.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -277,4 +278,34 @@ TEST_CASE("a calibration's NCCL topology survives its JSON file, and a bad field
     bad.replace(at, 8, "\"sm\": 7");
     CHECK_THROWS_WITH(calib::calibration_from_json_text(bad, "h100.json"),
                       Catch::Contains("h100.json") && Catch::Contains("sm") && Catch::Contains("compute capability"));
+}
+
+TEST_CASE("the predicted timeline carries NCCL's choice on each collective the NCCL model prices") {
+    Config c;
+    c.model = "gpt2";
+    c.topology = {64, 8};
+    c.precision = Precision::bf16_mixed;
+    const calib::Calibration cal = calib::load_hardware("h100-sxm");
+    const SimResult r = simulate(c, cal);
+    const Timeline tl = make_timeline(r, c, cal);
+    int collectives = 0, labelled = 0;
+    for (std::size_t i = 0; i < tl.events.size(); ++i) {
+        if (r.plan.tasks[i].kind != TaskKind::collective) continue;
+        ++collectives;
+        for (const auto& arg : tl.events[i].args)
+            if (arg.key == "nccl") {
+                const auto& g = r.plan.groups[static_cast<std::size_t>(r.plan.tasks[i].group)];
+                const auto choice = nccl_choose(cal.nccl, r.plan.tasks[i].collective, r.plan.tasks[i].bytes, g.size,
+                                                g.nodes, r.plan.tasks[i].dtype, {});
+                CHECK(std::get<std::string>(arg.value) ==
+                      std::string(to_string(choice.algo)) + "/" + std::string(to_string(choice.proto)));
+                ++labelled;
+            }
+    }
+    CHECK(collectives > 0);
+    CHECK(labelled == collectives);
+    // Without an NCCL model (RCCL), no label.
+    const calib::Calibration amd = calib::load_hardware("mi300x");
+    for (const auto& e : make_timeline(simulate(c, amd), c, amd).events)
+        for (const auto& arg : e.args) CHECK(arg.key != "nccl");
 }

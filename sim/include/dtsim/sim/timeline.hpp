@@ -49,5 +49,9 @@ struct Timeline {
 
 // The representative rank's predicted timeline.
 Timeline make_timeline(const SimResult& result, const Config& config, const std::string& hardware);
+// The same, titled with the calibration's name; each collective the
+// calibration's NCCL model prices also carries NCCL's choice (arg "nccl":
+// "Tree/LL128"), which the GUI shows on hover.
+Timeline make_timeline(const SimResult& result, const Config& config, const calib::Calibration& calibration);
 
 }  // namespace dtsim::sim
