@@ -58,8 +58,7 @@ Json nccl_json(const NcclTopology& t) {
             {"tree_nodes", nccl_graph_json(t.tree_nodes)},
             {"channels_node", t.channels_node},
             {"channels_nodes", t.channels_nodes},
-            {"gpus_per_node", t.gpus_per_node},
-            {"socket_gbps", t.socket_gbps}};
+            {"gpus_per_node", t.gpus_per_node}};
 }
 
 // The ranges of a calibration's numbers. Each upper bound lies far beyond any
@@ -183,7 +182,6 @@ NcclTopology read_nccl(const JsonView& v) {
     t.channels_node = static_cast<int>(v.integer_within("channels_node", kNcclChannels));
     t.channels_nodes = static_cast<int>(v.integer_within("channels_nodes", kNcclChannels));
     t.gpus_per_node = v.has("gpus_per_node") ? static_cast<int>(v.integer_within("gpus_per_node", kGpusPerNode)) : 8;
-    t.socket_gbps = v.has("socket_gbps") ? v.number_within("socket_gbps", kOptionalRateGbps) : 0;
     return t;
 }
 

@@ -39,56 +39,32 @@ constexpr Bf16Curve kGH100Bf16 = {
 // the graphs NCCL 2.30.7's topology search finds, worked out from its source
 // in docs/notes/nccl-tuning.md §1.1 (derived, not read from a log). NICs sit on
 // the GPUs' PCIe switches (PXN), so LL128 runs across nodes.
+// An NVSwitch node whose tree graphs are its ring graphs (as the search finds
+// them on these nodes), with NICs beside the GPUs and one NIC per GPU.
+constexpr NcclTopology nvswitch_node(int sm, bool amd_cpu, NcclGraph ring_node, NcclGraph nvls_node,
+                                     NcclGraph ring_nodes, int channels_node) {
+    NcclTopology t;
+    t.sm = sm;
+    t.amd_cpu = amd_cpu;
+    t.nvls = nvls_node.channels > 0;
+    t.ring_node = t.tree_node = ring_node;
+    t.nvls_node = nvls_node;
+    t.ring_nodes = t.tree_nodes = ring_nodes;
+    t.channels_node = channels_node;
+    t.channels_nodes = 16;
+    return t;
+}
 // DGX/HGX H100 and H200: NVLink 4 (18 x 20.6 GB/s) gives a ring of 6 x 60,
 // doubled to 12 x 30; NVLS 8 channels (40 in, 60 out); 8 x 400G NDR give
 // 8 x 48 across nodes (not doubled, 48 < 50). Intel Xeon hosts.
-constexpr NcclTopology kHgxH100Nccl = {.sm = 90,
-                                       .amd_cpu = false,
-                                       .nvlink = true,
-                                       .nvls = true,
-                                       .nic_near_gpu = true,
-                                       .ring_node = {12, 30, 30},
-                                       .tree_node = {12, 30, 30},
-                                       .nvls_node = {8, 40, 60},
-                                       .ring_nodes = {8, 48, 48},
-                                       .tree_nodes = {8, 48, 48},
-                                       .channels_node = 24,
-                                       .channels_nodes = 16,
-                                       .gpus_per_node = 8,
-                                       .socket_gbps = 0};
+constexpr NcclTopology kHgxH100Nccl = nvswitch_node(90, false, {12, 30, 30}, {8, 40, 60}, {8, 48, 48}, 24);
 // DGX A100: NVLink 3 (12 x 20 GB/s) gives 6 x 40 doubled to 12 x 20; 8 x 200G
 // HDR behind PCIe Gen4 give 8 x 24. AMD EPYC hosts. No NVLS before Hopper.
-constexpr NcclTopology kDgxA100Nccl = {.sm = 80,
-                                       .amd_cpu = true,
-                                       .nvlink = true,
-                                       .nvls = false,
-                                       .nic_near_gpu = true,
-                                       .ring_node = {12, 20, 20},
-                                       .tree_node = {12, 20, 20},
-                                       .nvls_node = {},
-                                       .ring_nodes = {8, 24, 24},
-                                       .tree_nodes = {8, 24, 24},
-                                       .channels_node = 24,
-                                       .channels_nodes = 16,
-                                       .gpus_per_node = 8,
-                                       .socket_gbps = 0};
+constexpr NcclTopology kDgxA100Nccl = nvswitch_node(80, true, {12, 20, 20}, {}, {8, 24, 24}, 24);
 // HGX B200 [E]: not derived from the search; a ring of 16 x 43.75 = 700, the
 // preset's busbw (NCCL's link model: 18 x 40.1 = 722), NVLS left out until
 // its Blackwell graph is worked out, and 8 x 400G as on the H100. Intel hosts.
-constexpr NcclTopology kHgxB200Nccl = {.sm = 100,
-                                       .amd_cpu = false,
-                                       .nvlink = true,
-                                       .nvls = false,
-                                       .nic_near_gpu = true,
-                                       .ring_node = {16, 43.75, 43.75},
-                                       .tree_node = {16, 43.75, 43.75},
-                                       .nvls_node = {},
-                                       .ring_nodes = {8, 48, 48},
-                                       .tree_nodes = {8, 48, 48},
-                                       .channels_node = 32,
-                                       .channels_nodes = 16,
-                                       .gpus_per_node = 8,
-                                       .socket_gbps = 0};
+constexpr NcclTopology kHgxB200Nccl = nvswitch_node(100, false, {16, 43.75, 43.75}, {}, {8, 48, 48}, 32);
 
 struct PresetNumbers {
     std::string name, description;

@@ -167,17 +167,16 @@ std::optional<NcclChoice> CostModel::nccl_choice(CollectiveKind kind, std::int64
 double CostModel::collective_ns(CollectiveKind kind, std::int64_t bytes, const CommGroup& group, DType dtype) const {
     if (group.size <= 1 || bytes <= 0) return 0;
     if (cal_->nccl.present()) {
-        auto model_ns = [&](std::int64_t b) {
-            return nccl_choose(cal_->nccl, kind, b, group.size, group.nodes, dtype, nccl_env_).time_us * 1e3;
-        };
+        const auto choice = nccl_choice(kind, bytes, group, dtype);
+        // No choice: a measured table of the group covers the size.
+        if (!choice) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);
         const calib::CollectiveCurve* table = group.nodes == 1 ? measured_curve(kind, group.size, dtype) : nullptr;
-        if (!table) return model_ns(bytes);
-        const auto& pts = table->points;
-        if (bytes >= pts.front().size_bytes && bytes <= pts.back().size_bytes)
-            return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);
+        if (!table) return choice->time_us * 1e3;
         // Beyond the table: the model's shape, meeting the table at its nearest end.
+        const auto& pts = table->points;
         const calib::CollectivePoint& edge = bytes < pts.front().size_bytes ? pts.front() : pts.back();
-        return model_ns(bytes) * (edge.time_us * 1e3 / model_ns(edge.size_bytes));
+        return choice->time_us * 1e3 * edge.time_us /
+               nccl_choose(cal_->nccl, kind, edge.size_bytes, group.size, group.nodes, dtype, nccl_env_).time_us;
     }
     const int g = group.per_node();
     if (group.nodes == 1) return link_collective_ns(kind, bytes, group.size, LinkScope::intra_node, dtype);

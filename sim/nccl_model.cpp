@@ -172,26 +172,22 @@ NcclEnv::NcclEnv() {
 
 NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& env) {
     NcclEnv out;
-    // NCCL_MAX/MIN_NRINGS are the old names, ignored when the new ones are set;
-    // the *_CTAS names combine with the *_NCHANNELS ones, the stricter winning.
-    int max_nch = 0, min_nch = 0, max_rings = 0, min_rings = 0, max_ctas = 0, min_ctas = 0;
+    // NCCL_MAX_NRINGS is the old name, ignored when NCCL_MAX_NCHANNELS is set;
+    // NCCL_MAX_CTAS combines with it, the stricter winning. The minimums only
+    // duplicate rings over the same links (no faster): checked, not kept.
+    int max_nch = 0, max_rings = 0, max_ctas = 0, unused = 0;
+    const std::pair<std::string_view, int*> channel_vars[] = {
+        {"NCCL_MAX_NCHANNELS", &max_nch}, {"NCCL_MAX_NRINGS", &max_rings}, {"NCCL_MAX_CTAS", &max_ctas},
+        {"NCCL_MIN_NCHANNELS", &unused},  {"NCCL_MIN_NRINGS", &unused},    {"NCCL_MIN_CTAS", &unused}};
     for (const auto& [name, value] : env) {
+        const auto channels = std::find_if(std::begin(channel_vars), std::end(channel_vars),
+                                           [&](const auto& v) { return v.first == name; });
         if (name == "NCCL_ALGO")
             parse_per_function(name, value, kAlgoNames, out.algos, nullptr);
         else if (name == "NCCL_PROTO")
             parse_per_function(name, value, kProtoNames, out.protos, &out.ll128_named);
-        else if (name == "NCCL_MAX_NCHANNELS")
-            max_nch = parse_channels(name, value, 64);
-        else if (name == "NCCL_MIN_NCHANNELS")
-            min_nch = parse_channels(name, value, 64);
-        else if (name == "NCCL_MAX_NRINGS")
-            max_rings = parse_channels(name, value, 64);
-        else if (name == "NCCL_MIN_NRINGS")
-            min_rings = parse_channels(name, value, 64);
-        else if (name == "NCCL_MAX_CTAS")
-            max_ctas = parse_channels(name, value, 64);
-        else if (name == "NCCL_MIN_CTAS")
-            min_ctas = parse_channels(name, value, 64);
+        else if (channels != std::end(channel_vars))
+            *channels->second = parse_channels(name, value, 64);
         else if (name.starts_with("NCCL_"))
             throw ConfigError(
                 fmt::format("--env {}: dtsim does not model this NCCL variable; it models {}", name, nccl_env_names()));
@@ -201,9 +197,7 @@ NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& e
                             nccl_env_names()));
     }
     const int max_channels = max_nch ? max_nch : max_rings;
-    const int min_channels = min_nch ? min_nch : min_rings;
     out.max_channels = max_channels && max_ctas ? std::min(max_channels, max_ctas) : std::max(max_channels, max_ctas);
-    out.min_channels = std::max(min_channels, min_ctas);
     return out;
 }
 

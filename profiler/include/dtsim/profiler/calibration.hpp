@@ -169,9 +169,6 @@ struct NcclTopology {
     // fewer GPUs of a node reaches only their NICs: the multi-node graphs keep
     // that share of their channels (an assumption; NCCL's search would say).
     int gpus_per_node = 8;
-    // Socket transport (NCCL_IB_DISABLE=1 or NCCL_NET=Socket): one TCP
-    // socket's rate. An estimate unless measured; no published scan exists.
-    double socket_gbps = 0;
     bool present() const { return sm > 0; }
 };
 

@@ -36,7 +36,6 @@ struct NcclEnv {
     // leave it off (the docs warn this "can lead to data corruption").
     std::array<bool, 5> ll128_named{};
     int max_channels = 0;  // NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS; 0: unset
-    int min_channels = 0;  // NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS; 0: unset
     NcclEnv();
 };
 
