@@ -382,10 +382,20 @@ std::string emit_torch(const sim::Config& config) {
     return out + notes;
 }
 
+// The configuration's NCCL variables, set before the process group starts
+// (NCCL reads them when it creates the communicator).
+std::string env_header(const sim::Config& c) {
+    if (c.env.empty()) return {};
+    std::string out =
+        "import os\n\n# NCCL reads these when the process group starts (or export them in the launch script)\n";
+    for (const auto& [name, value] : c.env) out += fmt::format("os.environ[\"{}\"] = \"{}\"\n", name, value);
+    return out + "\n";
+}
+
 std::string emit(std::string_view format, const sim::Config& config) {
     if (format == "deepspeed") return emit_deepspeed_json(config);
-    if (format == "lightning") return emit_lightning(config);
-    if (format == "torch") return emit_torch(config);
+    if (format == "lightning") return env_header(config) + emit_lightning(config);
+    if (format == "torch") return env_header(config) + emit_torch(config);
     throw ConfigError(fmt::format("--emit {}: expected deepspeed, lightning or torch", format));
 }
 

@@ -5,6 +5,7 @@
 #include "dtsim/common/json_io.hpp"
 #include "dtsim/common/registry.hpp"
 #include "dtsim/sim/lightning_names.hpp"
+#include "dtsim/sim/nccl_model.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
@@ -172,10 +173,25 @@ bool is_knob_of_any_strategy(const std::string& name) {
     return false;
 }
 
+// An NCCL variable axis's value: "default" removes the variable.
+void set_env(std::vector<std::pair<std::string, std::string>>& env, const std::string& name, const std::string& value) {
+    std::erase_if(env, [&](const auto& kv) { return kv.first == name; });
+    if (value != "default") env.emplace_back(name, value);
+}
+
 // Checks one value of an axis; throws ConfigError "axis 'x': value 'v' ...".
 void check_axis_value(const std::string& axis, const std::string& value) {
     if (axis == "strategy") {
         resolve(value);
+        return;
+    }
+    if (is_env_axis(axis)) {
+        if (value == "default") return;
+        try {
+            sim::parse_nccl_env({{axis, value}});
+        } catch (const ConfigError& e) {
+            throw ConfigError(fmt::format("axis '{}': {} (or default: unset)", axis, e.what()));
+        }
         return;
     }
     if (is_common_axis(axis)) {
@@ -209,6 +225,10 @@ void check_axis_value(const std::string& axis, const std::string& value) {
 
 bool is_common_axis(std::string_view name) {
     return std::find(std::begin(kCommonAxes), std::end(kCommonAxes), name) != std::end(kCommonAxes);
+}
+
+bool is_env_axis(std::string_view name) {
+    return name.starts_with("NCCL_");
 }
 
 Axis parse_axis(std::string_view spec) {
@@ -326,13 +346,13 @@ SearchSpace parse_space_json(const std::string& text, const std::string& file_na
                 a.name = knob;
                 add(std::move(a), field + "/" + knob);
             }
-        } else if (is_common_axis(key)) {
+        } else if (is_common_axis(key) || is_env_axis(key)) {
             Axis a = values_of(value, field);
             a.name = key;
             add(std::move(a), field);
         } else {
             throw ParseError(file_name, field,
-                             fmt::format("unknown axis; valid: {}, global_batch, knobs",
+                             fmt::format("unknown axis; valid: {}, global_batch, knobs, or an NCCL variable",
                                          fmt::join(std::begin(kCommonAxes), std::end(kCommonAxes), ", ")));
         }
     }
@@ -380,6 +400,7 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
                            "narrow an axis or split the sweep into several runs");
     // A knob axis no strategy of the space declares is a mistake, not a skip.
     for (const auto& axis : space.axes) {
+        if (is_env_axis(axis.name)) continue;  // checked value by value when added
         if (is_common_axis(axis.name)) {
             // Validate the values up front, naming the axis.
             sim::Config probe = base;
@@ -401,7 +422,8 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
         const ResolvedStrategy& rs = resolved[si];
         std::vector<const Axis*> axes;  // the axes that vary for this strategy
         for (const auto& axis : space.axes)
-            if (axis.name != "strategy" && (is_common_axis(axis.name) || declares(*rs.strategy, axis.name)))
+            if (axis.name != "strategy" &&
+                (is_common_axis(axis.name) || is_env_axis(axis.name) || declares(*rs.strategy, axis.name)))
                 axes.push_back(&axis);
         std::vector<std::size_t> pos(axes.size(), 0);
         while (true) {
@@ -417,6 +439,8 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
                 const std::string& v = axes[i]->values[pos[i]];
                 if (is_common_axis(axes[i]->name))
                     apply_common(c.config, axes[i]->name, v);
+                else if (is_env_axis(axes[i]->name))
+                    set_env(c.config.env, axes[i]->name, v);
                 else
                     set_knob(c.config.knobs, axes[i]->name, v);
             }
@@ -457,7 +481,8 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
     return out;
 }
 
-SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> global_batch) {
+SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> global_batch,
+                          const calib::Calibration& calibration) {
     SearchSpace space;
     space.global_batch = global_batch;
     add_axis(space, {"strategy", {"ddp", "fsdp", "deepspeed"}});
@@ -485,6 +510,22 @@ SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> g
     // the speed.
     add_axis(space, {"offload_optimizer", {"none", "cpu"}});
     add_axis(space, {"cpu_offload", {"false", "true"}});
+    // TCP between nodes: the NIC's socket defaults, or enough flows to fill it
+    // (Lightning's DDP guide sets 2 threads x 4 sockets for such clusters).
+    // Values the user set with --env stay theirs.
+    const calib::NcclSocketNet& net = calibration.nccl.socket;
+    const auto user_set = [&](std::string_view name) {
+        return std::any_of(base.env.begin(), base.env.end(), [&](const auto& kv) { return kv.first == name; });
+    };
+    if (calibration.nccl.present() && net.present() && base.topology.nodes > 1 && !user_set("NCCL_SOCKET_NTHREADS") &&
+        !user_set("NCCL_NSOCKS_PERTHREAD")) {
+        const auto [threads, socks] = sim::nccl_socket_suggestion(net);
+        const sim::NcclSockets now = sim::nccl_sockets(net, sim::parse_nccl_env(base.env));
+        if (now.threads * now.socks_per_thread < threads * socks) {
+            add_axis(space, {"NCCL_SOCKET_NTHREADS", {"default", std::to_string(threads)}});
+            add_axis(space, {"NCCL_NSOCKS_PERTHREAD", {"default", std::to_string(socks)}});
+        }
+    }
     return space;
 }
 

@@ -162,6 +162,27 @@ void nccl_tables() {
         }
         fmt::print("\n");
     }
+
+    // NCCL over TCP sockets (--network). nccl#209 (2019, NCCL 2.3.7, before the
+    // socket threads existed: one flow per ring): 2 nodes x 1 V100 on a 32 Gb/s
+    // network, 1 GiB allreduce with NCCL_MIN_NRINGS = NCCL_MAX_NRINGS = k. The
+    // 1-ring row gives the flow rate (:2.06), so it is a fit, not a check.
+    fmt::print("\nTable 6: allreduce over NCCL's socket transport (GB/s busbw), published against --network\n");
+    fmt::print("  {:<48} {:>9} {:>9} {:>8}\n", "row", "published", "dtsim", "error");
+    dtsim::calib::Calibration tcp = dtsim::calib::load_hardware("a100-sxm");
+    dtsim::calib::use_socket_network(tcp, dtsim::calib::parse_socket_network("ethernet:1x32:2.06"));
+    const std::pair<int, double> rings[] = {{1, 2.06}, {2, 2.77}, {4, 3.28}, {8, 3.75}};
+    for (const auto& [k, published] : rings) {
+        const std::string n = std::to_string(k);
+        const auto c =
+            dtsim::sim::nccl_choose(tcp.nccl, CollectiveKind::allreduce, GiB, 2, 2, dtsim::DType::fp32,
+                                    dtsim::sim::parse_nccl_env({{"NCCL_MIN_NRINGS", n}, {"NCCL_MAX_NRINGS", n}}));
+        const double predicted = allreduce_busbw(GiB, 2, c.time_us);
+        fmt::print("  {:<48} {:>9.2f} {:>9.2f} {:>+7.1f}%   ({})\n",
+                   fmt::format("2 x 1 GPU, 32 Gb/s TCP, {} ring{} (nccl#209)", k, k > 1 ? "s" : ""), published,
+                   predicted, 100 * (predicted / published - 1),
+                   k == 1 ? "the flow rate's source, not counted" : "NCCL 2.3.7, reported, not counted");
+    }
 }
 
 }  // namespace

@@ -75,15 +75,15 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
                                             advisor::parse_headroom(a.headroom)};
     std::optional<std::int64_t> global_batch;
     if (a.global_batch > 0) global_batch = a.global_batch;
+    const calib::Calibration cal = load_hardware(o);
     advisor::SearchSpace space;
     if (a.axes.empty()) {
-        space = advisor::default_space(base, global_batch);
+        space = advisor::default_space(base, global_batch, cal);
     } else {
         for (const auto& spec : a.axes) advisor::add_axis(space, advisor::parse_axis(spec));
         space.global_batch = global_batch;
     }
     const auto candidates = advisor::enumerate(space, base);
-    const calib::Calibration cal = load_hardware(o);
     const auto results = run_with_progress(candidates, cal);
     const advisor::Ranking ranking = advisor::rank(results, rank_options);
 
@@ -145,6 +145,14 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
         best.candidate.config.micro_batch, best.candidate.config.grad_accum, format_seconds(best.step_time_s),
         best.samples_per_s, format_count(best.tokens_per_s), best.mfu * 100, format_seconds(best.exposed_comm_s),
         format_bytes(best.peak_memory_bytes), format_bytes(best.usable_memory_bytes));
+    if (!best.candidate.config.env.empty()) {
+        std::vector<std::string> env;
+        for (const auto& [name, value] : best.candidate.config.env) env.push_back(name + "=" + value);
+        fmt::print(
+            "  NCCL environment: {} (export it on every node before launch; --emit lightning/torch set it in "
+            "the script, and DeepSpeed's multi-node launcher passes what .deepspeed_env lists)\n\n",
+            fmt::join(env, " "));
+    }
     fmt::print("Top alternatives:\n  {}\n", header());
     for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  {}\n", row(results[ranking.order[i]]));
     fmt::print("\nPareto front (throughput against peak memory):\n  {}\n", header());

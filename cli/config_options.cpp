@@ -68,6 +68,12 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                    "override the network between nodes: bus bandwidth per GPU in GB/s (e.g. 12.5 for 100 Gb/s "
                    "Ethernet per GPU); replaces the hardware's inter-node curves and their measured points, and the "
                    "bandwidth of NCCL's multi-node graphs");
+    cmd.add_option("--network", o.network,
+                   "the nodes talk over NCCL's socket transport (TCP; no InfiniBand or RoCE) through N NICs of "
+                   "GBIT Gb/s each per node: ethernet:1x100, aws:4x100 (ENA) or gcp:1x200 (gVNIC). FLOW: GB/s one "
+                   "TCP flow sustains (default 1.25; iperf3 with one stream measures it). Prices --env "
+                   "NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD; advise tries them")
+        ->type_name("KIND:NxGBIT[:FLOW]");
     cmd.add_option("--micro-batch,-b", o.micro_batch, "samples per GPU per micro-step")->capture_default_str();
     cmd.add_option("--seq-len", o.seq_len, "tokens per sample (default: the model's context length)");
     cmd.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step (DDP no_sync on all but the last)")
@@ -150,6 +156,13 @@ calib::Calibration load_hardware(const SimulateOptions& o) {
                                           o.hardware));
         changed.push_back(fmt::format("inter-node bus bandwidth {} GB/s per GPU (--inter-node-gbps)",
                                       *o.inter_node_gbps));
+    }
+    if (!o.network.empty()) {
+        if (o.inter_node_gbps)
+            throw ConfigError("--network and --inter-node-gbps both set the network between nodes; give one");
+        const calib::NcclSocketNet net = calib::parse_socket_network(o.network);
+        calib::use_socket_network(c, net);
+        changed.push_back(calib::describe(net) + " (--network)");
     }
     if (!changed.empty()) {
         // Shown wherever the hardware is named: "h100-sxm (preset, overridden: ...)".

@@ -20,6 +20,7 @@ struct SimulateOptions {
     // Single-field overrides of the hardware, without writing a calibration file.
     std::optional<double> gpu_memory_gib;
     std::optional<double> inter_node_gbps;
+    std::string network;  // --network ethernet:1x100: NCCL over TCP sockets
     int nodes = 1;
     int gpus_per_node = 8;
     std::string strategy = "ddp";
@@ -50,7 +51,7 @@ bool print_knob_help_if_asked(const SimulateOptions& o);
 sim::Config make_config(const SimulateOptions& o, std::string* launch = nullptr);
 
 // The --hardware preset or calibration file, with --gpu-memory and
-// --inter-node-gbps applied (each replaces one field; the provenance notes it).
+// --inter-node-gbps or --network applied (each replaces one field; the provenance notes it).
 calib::Calibration load_hardware(const SimulateOptions& o);
 
 }  // namespace dtsim::cli

@@ -95,6 +95,8 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
     else
         line(out, "  Communication      none (one rank)");
     if (const std::string nccl = nccl_line(r, config, cal); !nccl.empty()) line(out, "    NCCL's choice    {}", nccl);
+    if (const std::string sockets = sim::socket_summary(config, cal); !sockets.empty())
+        line(out, "    NCCL sockets     {}", sockets);
     if (!config.env.empty()) {
         std::vector<std::string> env;
         for (const auto& [name, value] : config.env) env.push_back(name + "=" + value);

@@ -45,20 +45,29 @@ Json nccl_graph_json(const NcclGraph& g) {
     return {{"channels", g.channels}, {"bw_intra_gbps", g.bw_intra_gbps}, {"bw_inter_gbps", g.bw_inter_gbps}};
 }
 
+// SocketNic's names, in its order.
+constexpr std::string_view kSocketNicNames[] = {"generic", "aws", "gcp"};
+
 Json nccl_json(const NcclTopology& t) {
-    return {{"sm", t.sm},
-            {"amd_cpu", t.amd_cpu},
-            {"nvlink", t.nvlink},
-            {"nvls", t.nvls},
-            {"nic_near_gpu", t.nic_near_gpu},
-            {"ring_node", nccl_graph_json(t.ring_node)},
-            {"tree_node", nccl_graph_json(t.tree_node)},
-            {"nvls_node", nccl_graph_json(t.nvls_node)},
-            {"ring_nodes", nccl_graph_json(t.ring_nodes)},
-            {"tree_nodes", nccl_graph_json(t.tree_nodes)},
-            {"channels_node", t.channels_node},
-            {"channels_nodes", t.channels_nodes},
-            {"gpus_per_node", t.gpus_per_node}};
+    Json j = {{"sm", t.sm},
+              {"amd_cpu", t.amd_cpu},
+              {"nvlink", t.nvlink},
+              {"nvls", t.nvls},
+              {"nic_near_gpu", t.nic_near_gpu},
+              {"ring_node", nccl_graph_json(t.ring_node)},
+              {"tree_node", nccl_graph_json(t.tree_node)},
+              {"nvls_node", nccl_graph_json(t.nvls_node)},
+              {"ring_nodes", nccl_graph_json(t.ring_nodes)},
+              {"tree_nodes", nccl_graph_json(t.tree_nodes)},
+              {"channels_node", t.channels_node},
+              {"channels_nodes", t.channels_nodes},
+              {"gpus_per_node", t.gpus_per_node}};
+    if (t.socket.present())
+        j["socket"] = {{"vendor", kSocketNicNames[static_cast<std::size_t>(t.socket.vendor)]},
+                       {"nics", t.socket.nics},
+                       {"nic_gbps", t.socket.nic_gbps},
+                       {"flow_gbps", t.socket.flow_gbps}};
+    return j;
 }
 
 // The ranges of a calibration's numbers. Each upper bound lies far beyond any
@@ -84,6 +93,8 @@ constexpr Bounds kMemoryBytes{.min = 0, .min_exclusive = true, .max = 1125899906
                               .why_max = "1 PiB, beyond any one device"};
 constexpr Bounds kWorldSize{.min = 0, .max = 1048576, .why_max = "2^20 ranks, more than any cluster built"};
 constexpr Bounds kGpusPerNode{.min = 1, .max = 4096, .why_max = "no node has more ranks"};
+constexpr Bounds kSocketNics{
+    .min = 1, .max = 16, .why_max = "NCCL's socket transport uses at most 16 interfaces (socket.h MAX_IFS)"};
 constexpr Bounds kGroupSize{.min = 0, .max = 1048576, .why_max = "2^20 ranks, more than any cluster built"};
 constexpr Bounds kSizeBytes{.min = 0, .min_exclusive = true, .max = 1125899906842624.0,
                             .why_max = "1 PiB; nccl-tests sweeps up to a few GiB"};
@@ -182,6 +193,18 @@ NcclTopology read_nccl(const JsonView& v) {
     t.channels_node = static_cast<int>(v.integer_within("channels_node", kNcclChannels));
     t.channels_nodes = static_cast<int>(v.integer_within("channels_nodes", kNcclChannels));
     t.gpus_per_node = v.has("gpus_per_node") ? static_cast<int>(v.integer_within("gpus_per_node", kGpusPerNode)) : 8;
+    if (v.has("socket")) {
+        const JsonView s = v.at("socket");
+        const std::string vendor = s.string_or("vendor", "generic");
+        const auto* it = std::find(std::begin(kSocketNicNames), std::end(kSocketNicNames), vendor);
+        if (it == std::end(kSocketNicNames))
+            s.fail("vendor",
+                   fmt::format("expected generic, aws or gcp (NCCL's NIC auto-detection), found '{}'", vendor));
+        t.socket.vendor = static_cast<SocketNic>(it - std::begin(kSocketNicNames));
+        t.socket.nics = static_cast<int>(s.integer_within("nics", kSocketNics));
+        t.socket.nic_gbps = s.number_within("nic_gbps", kRateGbps);
+        t.socket.flow_gbps = s.number_within("flow_gbps", kRateGbps);
+    }
     return t;
 }
 

@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 
@@ -402,6 +405,93 @@ Calibration load_hardware(const std::string& name_or_path, std::string_view opti
         throw ConfigError(fmt::format("{} {}: {} (or give a calibration file: {} cal.json)", option, name_or_path,
                                       unknown_name_message("hardware", name_or_path, r.names()), option));
     return e->value();
+}
+
+namespace {
+
+// What one TCP flow sustains, GB/s, per kind of NIC (docs/notes/nccl-tuning.md §3):
+// - aws: 10 Gb/s, EC2's single-flow limit inside a cluster placement group
+//   (5 Gb/s outside one; EC2 User Guide, "Amazon EC2 instance network bandwidth").
+// - ethernet and gcp [E]: 1.25 GB/s, from nccl#450 (4 x 8 V100 over 100 Gb/s
+//   TCP, 4 channels of 1 socket each: 4.5-5.2 GB/s busbw at 8-16 MiB, about
+//   1.2 GB/s a flow); nccl#209 saw 2.06 GB/s on one flow of a 32 Gb/s network.
+//   A host's own figure (iperf3 with one stream) replaces it: KIND:NxG:FLOW.
+struct SocketKind {
+    std::string_view name;
+    SocketNic vendor;
+    std::string_view nic;
+    double flow_gbps;
+};
+constexpr SocketKind kSocketKinds[] = {{"ethernet", SocketNic::generic, "Ethernet", 1.25},
+                                       {"aws", SocketNic::aws, "AWS ENA", 1.25},
+                                       {"gcp", SocketNic::gcp, "GCP gVNIC", 1.25}};
+
+double parse_positive(std::string_view spec, std::string_view part, std::string_view text, double max,
+                      std::string_view what) {
+    double x = 0;
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+    if (ec != std::errc{} || ptr != text.data() + text.size() || !(x > 0) || x > max)
+        throw ConfigError(fmt::format("--network {}: {} '{}': expected {}, more than 0 and at most {:g}", spec, part,
+                                      text, what, max));
+    return x;
+}
+
+}  // namespace
+
+NcclSocketNet parse_socket_network(std::string_view spec) {
+    const std::string usage = fmt::format(
+        "--network {}: expected KIND:NxGBIT[:FLOW], e.g. ethernet:1x100 (one 100 Gb/s NIC per node) or "
+        "aws:4x100:1.25; KIND is ethernet, aws or gcp",
+        spec);
+    const auto colon = spec.find(':');
+    if (colon == std::string_view::npos) throw ConfigError(usage);
+    const std::string_view kind = spec.substr(0, colon);
+    const auto* k = std::find_if(std::begin(kSocketKinds), std::end(kSocketKinds),
+                                 [&](const SocketKind& s) { return s.name == kind; });
+    if (k == std::end(kSocketKinds))
+        throw ConfigError(
+            fmt::format("--network {}: unknown kind '{}': expected ethernet, aws (ENA) or gcp (gVNIC); "
+                        "InfiniBand and RoCE are the presets' own networks (--inter-node-gbps)",
+                        spec, kind));
+    std::string_view rest = spec.substr(colon + 1);
+    const auto colon2 = rest.find(':');
+    const std::string_view nics = rest.substr(0, colon2);
+    const auto x = nics.find('x');
+    if (x == std::string_view::npos) throw ConfigError(usage);
+    NcclSocketNet net;
+    net.vendor = k->vendor;
+    const double n = parse_positive(spec, "NIC count", nics.substr(0, x), 16, "a whole number of NICs per node");
+    if (n != std::floor(n))
+        throw ConfigError(
+            fmt::format("--network {}: NIC count '{}': expected a whole number", spec, nics.substr(0, x)));
+    net.nics = static_cast<int>(n);
+    net.nic_gbps = parse_positive(spec, "NIC speed", nics.substr(x + 1), 3200, "Gb/s per NIC") / 8;
+    net.flow_gbps = colon2 == std::string_view::npos
+                        ? k->flow_gbps
+                        : parse_positive(spec, "flow rate", rest.substr(colon2 + 1), 1e4, "GB/s per TCP flow");
+    return net;
+}
+
+void use_socket_network(Calibration& c, const NcclSocketNet& net) {
+    if (!c.nccl.present())
+        throw ConfigError(
+            fmt::format("--network: '{}' has no NCCL model to run over sockets (the NVIDIA SXM presets "
+                        "have one: h100-sxm, h200-sxm, a100-sxm, a100-40gb, b200)",
+                        c.name));
+    // NCCL reads each NIC's speed from /sys/class/net/*/speed.
+    const int channels = std::min(64, NcclSocketNet::kChannelsPerNic * net.nics);
+    for (NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes})
+        *g = NcclGraph{channels, net.channel_gbps(), net.channel_gbps()};
+    c.nccl.channels_nodes = channels;
+    c.nccl.nic_near_gpu = false;
+    c.nccl.socket = net;
+}
+
+std::string describe(const NcclSocketNet& net) {
+    const auto* k = std::find_if(std::begin(kSocketKinds), std::end(kSocketKinds),
+                                 [&](const SocketKind& s) { return s.vendor == net.vendor; });
+    return fmt::format("{} x {:g} Gb/s {} NIC{} per node, NCCL over TCP sockets at {:g} GB/s per flow", net.nics,
+                       net.nic_gbps * 8, k->nic, net.nics > 1 ? "s" : "", net.flow_gbps);
 }
 
 }  // namespace dtsim::calib

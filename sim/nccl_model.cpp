@@ -148,9 +148,25 @@ int parse_channels(const std::string& var, const std::string& value, int max) {
     throw ConfigError(fmt::format("--env {}={}: expected a whole number of channels from 1 to {}", var, value, max));
 }
 
-constexpr std::array<std::string_view, 8> kModelledVars = {"NCCL_ALGO",          "NCCL_PROTO",     "NCCL_MAX_NCHANNELS",
-                                                           "NCCL_MIN_NCHANNELS", "NCCL_MAX_CTAS",  "NCCL_MIN_CTAS",
-                                                           "NCCL_MAX_NRINGS",    "NCCL_MIN_NRINGS"};
+// NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD: a whole number >= 0. NCCL
+// clamps the threads to 16 (MAX_THREADS) with a warning; dtsim does the same.
+int parse_socket_count(const std::string& var, const std::string& value) {
+    try {
+        std::size_t used = 0;
+        const long v = std::stol(value, &used);
+        if (used == value.size() && v >= 0 && v <= 1024) return static_cast<int>(v);
+    } catch (const std::exception&) {
+    }
+    throw ConfigError(fmt::format("--env {}={}: expected a whole number from 0 to 1024 (NCCL uses at most {})", var,
+                                  value, var == "NCCL_SOCKET_NTHREADS" ? "16 threads" : "64 sockets in all"));
+}
+
+constexpr std::array<std::string_view, 10> kModelledVars = {
+    "NCCL_ALGO",     "NCCL_PROTO",      "NCCL_MAX_NCHANNELS", "NCCL_MIN_NCHANNELS",   "NCCL_MAX_CTAS",
+    "NCCL_MIN_CTAS", "NCCL_MAX_NRINGS", "NCCL_MIN_NRINGS",    "NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"};
+// net_socket.cc: MAX_THREADS and MAX_SOCKETS.
+constexpr int kMaxSocketThreads = 16;
+constexpr int kMaxSockets = 64;
 
 }  // namespace
 
@@ -173,12 +189,12 @@ NcclEnv::NcclEnv() {
 NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& env) {
     NcclEnv out;
     // NCCL_MAX_NRINGS is the old name, ignored when NCCL_MAX_NCHANNELS is set;
-    // NCCL_MAX_CTAS combines with it, the stricter winning. The minimums only
-    // duplicate rings over the same links (no faster): checked, not kept.
-    int max_nch = 0, max_rings = 0, max_ctas = 0, unused = 0;
+    // NCCL_MAX_CTAS combines with it, the stricter winning. The same for the
+    // minimums, the larger winning.
+    int max_nch = 0, max_rings = 0, max_ctas = 0, min_nch = 0, min_rings = 0, min_ctas = 0;
     const std::pair<std::string_view, int*> channel_vars[] = {
         {"NCCL_MAX_NCHANNELS", &max_nch}, {"NCCL_MAX_NRINGS", &max_rings}, {"NCCL_MAX_CTAS", &max_ctas},
-        {"NCCL_MIN_NCHANNELS", &unused},  {"NCCL_MIN_NRINGS", &unused},    {"NCCL_MIN_CTAS", &unused}};
+        {"NCCL_MIN_NCHANNELS", &min_nch}, {"NCCL_MIN_NRINGS", &min_rings}, {"NCCL_MIN_CTAS", &min_ctas}};
     for (const auto& [name, value] : env) {
         const auto channels = std::find_if(std::begin(channel_vars), std::end(channel_vars),
                                            [&](const auto& v) { return v.first == name; });
@@ -188,6 +204,10 @@ NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& e
             parse_per_function(name, value, kProtoNames, out.protos, &out.ll128_named);
         else if (channels != std::end(channel_vars))
             *channels->second = parse_channels(name, value, 64);
+        else if (name == "NCCL_SOCKET_NTHREADS")
+            out.socket_threads = parse_socket_count(name, value);
+        else if (name == "NCCL_NSOCKS_PERTHREAD")
+            out.socks_per_thread = parse_socket_count(name, value);
         else if (name.starts_with("NCCL_"))
             throw ConfigError(
                 fmt::format("--env {}: dtsim does not model this NCCL variable; it models {}", name, nccl_env_names()));
@@ -198,7 +218,35 @@ NcclEnv parse_nccl_env(const std::vector<std::pair<std::string, std::string>>& e
     }
     const int max_channels = max_nch ? max_nch : max_rings;
     out.max_channels = max_channels && max_ctas ? std::min(max_channels, max_ctas) : std::max(max_channels, max_ctas);
+    out.min_channels = std::max(min_nch ? min_nch : min_rings, min_ctas);
     return out;
+}
+
+NcclSockets nccl_sockets(const calib::NcclSocketNet& net, const NcclEnv& env) {
+    NcclSockets s;
+    // The NIC's defaults: its PCI vendor, 0x1d0f (AWS) or 0x1ae0 (GCP).
+    using calib::SocketNic;
+    const int auto_threads = net.vendor == SocketNic::aws ? 2 : net.vendor == SocketNic::gcp ? 4 : 0;
+    const int auto_socks = net.vendor == SocketNic::aws ? 8 : 1;
+    s.threads_default = env.socket_threads == -2;
+    s.socks_default = env.socks_per_thread == -2;
+    s.threads = std::min(kMaxSocketThreads, s.threads_default ? auto_threads : env.socket_threads);
+    s.socks_per_thread = s.socks_default ? auto_socks : env.socks_per_thread;
+    if (s.threads > 0 && s.threads * s.socks_per_thread > kMaxSockets) s.socks_per_thread = kMaxSockets / s.threads;
+    // Each request is cut into tasks of at least 64 KiB spread over the
+    // sockets; with none, the control socket carries the data.
+    s.flows = std::max(1, s.threads * s.socks_per_thread);
+    s.channel_gbps = s.flows * net.flow_gbps;
+    return s;
+}
+
+std::pair<int, int> nccl_socket_suggestion(const calib::NcclSocketNet& net) {
+    const NcclSockets auto_set = nccl_sockets(net, NcclEnv{});
+    if (auto_set.channel_gbps >= net.channel_gbps()) return {auto_set.threads, auto_set.socks_per_thread};
+    const int flows = static_cast<int>(std::ceil(net.channel_gbps() / net.flow_gbps));
+    const int threads = flows <= 8 ? 2 : 4;
+    const int socks = std::min(16, std::max(4, (flows + threads - 1) / threads));
+    return {threads, socks};
 }
 
 NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::int64_t bytes, int ranks, int nodes,
@@ -219,9 +267,17 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
     const int c_default = N == 1 ? t.channels_node : t.channels_nodes;
     const int c_used = env.max_channels > 0 ? std::min(c_default, env.max_channels) : c_default;
     const double channel_share = c_default > 0 ? static_cast<double>(c_used) / c_default : 1.0;
+    // Channels launched: NCCL_MIN_NCHANNELS copies rings up to that count
+    // (within the maximum), which over sockets adds TCP flows.
+    const int c_launched =
+        std::max(c_used, env.max_channels > 0 ? std::min(env.min_channels, env.max_channels) : env.min_channels);
     // LL128 runs by default only over NVLink, and across nodes only with the NIC beside the GPU.
     const bool ll128_ok = env.ll128_named[k] || (t.nvlink && (N == 1 || t.nic_near_gpu));
     const bool nvls_dtype = dtype == DType::fp32 || dtype == DType::bf16 || dtype == DType::fp16;
+    // Across nodes over TCP, each channel moves what its flows carry; NCCL
+    // chose by the NIC's speed, unaware of them.
+    const bool sockets = N > 1 && t.socket.present();
+    const double socket_channel_gbps = sockets ? nccl_sockets(t.socket, env).channel_gbps : 0.0;
 
     NcclChoice best;
     double best_estimate = std::numeric_limits<double>::infinity();
@@ -249,11 +305,19 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
         const calib::NcclGraph& graph = algo == NcclAlgo::tree   ? (N == 1 ? t.tree_node : t.tree_nodes)
                                         : algo == NcclAlgo::nvls ? t.nvls_node
                                                                  : (N == 1 ? t.ring_node : t.ring_nodes);
-        // Across nodes, a job on part of a node reaches only its GPUs' NICs.
-        const double nic_share = N > 1 ? std::min(1.0, static_cast<double>(ppn) / std::max(1, t.gpus_per_node)) : 1.0;
+        // Across nodes, a job on part of a node reaches only its GPUs' NICs
+        // (a socket network's NICs serve the whole node).
+        const double nic_share =
+            N > 1 && !sockets ? std::min(1.0, static_cast<double>(ppn) / std::max(1, t.gpus_per_node)) : 1.0;
         const double nch =
             algo == NcclAlgo::nvls ? graph.channels : std::max(1.0, std::round(graph.channels * nic_share));
-        const double B = nch * (N <= 2 ? graph.bw_intra_gbps : graph.bw_inter_gbps);
+        const double channel_bw = N <= 2 ? graph.bw_intra_gbps : graph.bw_inter_gbps;
+        const double B = nch * channel_bw;
+        // The launched channels' flows against the graph's channels at the NIC's speed.
+        const double socket_share =
+            sockets && c_default > 0 ? std::min(1.0, c_launched * socket_channel_gbps /
+                                                         (static_cast<double>(c_default) * channel_bw) / channel_share)
+                                     : 1.0;
         for (int p = 0; p < kNcclProtos; ++p) {
             const auto proto = static_cast<NcclProto>(p);
             if (!(env.protos[k] & (1u << p))) continue;
@@ -327,7 +391,7 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
             const double estimate = latency * ring_plateau(c_default) + S / (1000.0 * algbw);
             if (estimate < best_estimate) {
                 best_estimate = estimate;
-                const double launched_bw = algo == NcclAlgo::nvls ? algbw : algbw * channel_share;
+                const double launched_bw = algo == NcclAlgo::nvls ? algbw : algbw * channel_share * socket_share;
                 best = {algo,  proto,    latency * ring_plateau(c_default),
                         algbw, estimate, latency * ring_plateau(c_used) + S / (1000.0 * launched_bw)};
             }

@@ -1,11 +1,16 @@
 #include "dtsim/sim/report.hpp"
 
 #include "dtsim/sim/cost_model.hpp"
+#include "dtsim/sim/nccl_model.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include "dtsim/common/format_bytes.hpp"
+#include "dtsim/profiler/presets.hpp"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 
 namespace dtsim::sim {
 
@@ -25,6 +30,26 @@ std::vector<std::string> nccl_choices(const SimResult& r, const Config& config, 
             break;
         }
         out.push_back(std::move(label));
+    }
+    return out;
+}
+
+std::string socket_summary(const Config& config, const calib::Calibration& calibration) {
+    const calib::NcclSocketNet& net = calibration.nccl.socket;
+    if (!calibration.nccl.present() || !net.present() || config.topology.nodes < 2) return {};
+    const NcclSockets s = nccl_sockets(net, parse_nccl_env(config.env));
+    const double nic_share = net.channel_gbps();
+    const auto origin = [](bool from_nic) { return from_nic ? " (the NIC's default)" : ""; };
+    std::string out = fmt::format(
+        "NCCL_SOCKET_NTHREADS={}{}, NCCL_NSOCKS_PERTHREAD={}{}: {} TCP flow{} per channel carr{} {:.3g} of the "
+        "{:.3g} GB/s its NIC share allows",
+        s.threads, origin(s.threads_default), s.socks_per_thread, origin(s.socks_default), s.flows,
+        s.flows > 1 ? "s" : "", s.flows > 1 ? "y" : "ies", std::min(s.channel_gbps, nic_share), nic_share);
+    if (s.channel_gbps < nic_share) {
+        const auto [threads, socks] = nccl_socket_suggestion(net);
+        if (threads * socks > s.threads * s.socks_per_thread)
+            out +=
+                fmt::format("; --env NCCL_SOCKET_NTHREADS={} --env NCCL_NSOCKS_PERTHREAD={} fills it", threads, socks);
     }
     return out;
 }
@@ -96,6 +121,16 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     if (!config.env.empty()) {
         j["env"] = Json::object();
         for (const auto& [name, value] : config.env) j["env"][name] = value;
+    }
+    if (const std::string sockets = socket_summary(config, calibration); !sockets.empty()) {
+        const NcclSockets s = nccl_sockets(calibration.nccl.socket, parse_nccl_env(config.env));
+        j["sockets"] = {{"network", calib::describe(calibration.nccl.socket)},
+                        {"threads", s.threads},
+                        {"socks_per_thread", s.socks_per_thread},
+                        {"flows_per_channel", s.flows},
+                        {"channel_gbps", std::min(s.channel_gbps, calibration.nccl.socket.channel_gbps())},
+                        {"nic_channel_gbps", calibration.nccl.socket.channel_gbps()},
+                        {"summary", sockets}};
     }
     j["collectives"] = Json::array();
     const std::vector<std::string> nccl = nccl_choices(r, config, calibration);

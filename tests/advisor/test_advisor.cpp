@@ -36,6 +36,10 @@ const calib::Calibration& h100() {
     return cal;
 }
 
+bool has_axis(const SearchSpace& space, const std::string& name) {
+    return std::any_of(space.axes.begin(), space.axes.end(), [&](const Axis& a) { return a.name == name; });
+}
+
 }  // namespace
 
 TEST_CASE("enumeration is the cartesian product, strategy slowest and the last axis fastest") {
@@ -283,8 +287,10 @@ TEST_CASE("a sweep's JSON reads back with its figures, and with the base configu
 }
 
 TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only across nodes") {
-    const auto one = enumerate(default_space(base_config("gpt2", 1, 8), 64), base_config("gpt2", 1, 8));
-    const auto two = enumerate(default_space(base_config("gpt2", 2, 8), 64), base_config("gpt2", 2, 8));
+    const auto one =
+        enumerate(default_space(base_config("gpt2", 1, 8), 64, calib::Calibration{}), base_config("gpt2", 1, 8));
+    const auto two =
+        enumerate(default_space(base_config("gpt2", 2, 8), 64, calib::Calibration{}), base_config("gpt2", 2, 8));
     auto has = [](const std::vector<Candidate>& cs, const std::string& s) {
         return std::any_of(cs.begin(), cs.end(),
                            [&](const Candidate& c) { return c.label().find(s) != std::string::npos; });
@@ -305,7 +311,7 @@ TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only
 
 TEST_CASE("advise turns to offload where nothing fits without it") {
     sim::Config base = base_config("llama2-13b", 1, 2);  // 13B with Adam on two 80 GB GPUs
-    const auto candidates = enumerate(default_space(base, 8), base);
+    const auto candidates = enumerate(default_space(base, 8, calib::Calibration{}), base);
     const auto results = run_sweep(candidates, h100());
     const Ranking ranking = rank(results, {Objective::throughput, 0.10});
     REQUIRE_FALSE(ranking.order.empty());
@@ -318,4 +324,46 @@ TEST_CASE("advise turns to offload where nothing fits without it") {
     CHECK(offloads(pick));
     for (const auto& r : results)
         if (r.fits && !offloads(r.candidate.label())) FAIL("fits without offload: " << r.candidate.label());
+}
+
+TEST_CASE("across nodes on TCP, advise tries NCCL's socket threads, and picks those that fill the NIC") {
+    calib::Calibration eth = calib::load_hardware("h100-sxm");
+    calib::use_socket_network(eth, calib::parse_socket_network("ethernet:1x100"));
+    auto axis_names = [](const SearchSpace& s) {
+        std::vector<std::string> names;
+        for (const auto& a : s.axes) names.push_back(a.name);
+        return names;
+    };
+    using Catch::Matchers::VectorContains;
+    const SearchSpace across = default_space(base_config("gpt2", 4, 8), 256, eth);
+    CHECK_THAT(axis_names(across), VectorContains(std::string("NCCL_SOCKET_NTHREADS")));
+    CHECK_THAT(axis_names(across), VectorContains(std::string("NCCL_NSOCKS_PERTHREAD")));
+    // One node never touches the NIC; an AWS ENA's own 2 x 8 already fills it;
+    // a value the user set stays theirs.
+    CHECK_FALSE(has_axis(default_space(base_config("gpt2", 1, 8), 64, eth), "NCCL_SOCKET_NTHREADS"));
+    calib::Calibration aws = calib::load_hardware("h100-sxm");
+    calib::use_socket_network(aws, calib::parse_socket_network("aws:1x100"));
+    CHECK_FALSE(has_axis(default_space(base_config("gpt2", 4, 8), 256, aws), "NCCL_SOCKET_NTHREADS"));
+    sim::Config pinned = base_config("gpt2", 4, 8);
+    pinned.env = {{"NCCL_SOCKET_NTHREADS", "1"}};
+    CHECK_FALSE(has_axis(default_space(pinned, 256, eth), "NCCL_NSOCKS_PERTHREAD"));
+
+    // The sweep over that space: gpt2 DDP's allreduces cross the one NIC, and
+    // 2 x 4 flows carry five times one flow's rate.
+    const sim::Config base = base_config("gpt2", 4, 8);
+    const auto results = run_sweep(enumerate(across, base), eth);
+    const Ranking ranking = rank(results, {Objective::throughput, 0.10});
+    REQUIRE_FALSE(ranking.order.empty());
+    const Candidate& pick = results[ranking.order.front()].candidate;
+    INFO(pick.label());
+    CHECK_THAT(pick.label(), Catch::Contains("NCCL_SOCKET_NTHREADS=2") && Catch::Contains("NCCL_NSOCKS_PERTHREAD=4"));
+    CHECK(pick.config.env == std::vector<std::pair<std::string, std::string>>{{"NCCL_SOCKET_NTHREADS", "2"},
+                                                                              {"NCCL_NSOCKS_PERTHREAD", "4"}});
+    // "default" leaves a variable unset; a value NCCL would refuse names the axis.
+    const auto unset = enumerate(parse_axes({"NCCL_ALGO=default,ring"}), base);
+    CHECK(unset[0].config.env.empty());
+    CHECK(unset[1].config.env == std::vector<std::pair<std::string, std::string>>{{"NCCL_ALGO", "ring"}});
+    CHECK_THROWS_WITH(parse_axes({"NCCL_SOCKET_NTHREADS=two"}),
+                      Catch::Contains("axis 'NCCL_SOCKET_NTHREADS'") && Catch::Contains("whole number"));
+    CHECK_THROWS_WITH(parse_axes({"NCCL_IB_HCA=mlx5"}), Catch::Contains("does not model"));
 }

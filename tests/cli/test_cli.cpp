@@ -520,3 +520,37 @@ TEST_CASE("simulate says which algorithm NCCL picks, and --env steers it as NCCL
     // CPU calibrations and presets without an NCCL model say nothing about NCCL.
     CHECK_THAT(run_dtsim("simulate --model gpt2 --hardware mi300x --nodes 2").out, !Catch::Contains("NCCL's choice"));
 }
+
+TEST_CASE("simulate --network prices NCCL over TCP sockets, says what the flows carry, and advise sets the threads") {
+    const std::string args = "simulate --model gpt2 --nodes 4 --precision bf16-mixed --network ethernet:1x100";
+    Run text = run_dtsim(args);
+    REQUIRE(text.exit_code == 0);
+    CHECK_THAT(text.out, Catch::Contains("1 x 100 Gb/s Ethernet NIC per node"));
+    CHECK_THAT(text.out, Catch::Contains("1 TCP flow per channel carries 1.25 of the 6.25 GB/s") &&
+                             Catch::Contains("--env NCCL_SOCKET_NTHREADS=2 --env NCCL_NSOCKS_PERTHREAD=4 fills it"));
+    const Json one = Json::parse(run_dtsim(args + " --format json").out);
+    const Json eight =
+        Json::parse(run_dtsim(args + " --env NCCL_SOCKET_NTHREADS=2 --env NCCL_NSOCKS_PERTHREAD=4 --format json").out);
+    CHECK(one["sockets"]["flows_per_channel"] == 1);
+    CHECK(eight["sockets"]["flows_per_channel"] == 8);
+    CHECK(eight["sockets"]["channel_gbps"].get<double>() == Approx(6.25));
+    CHECK(one["comm_bytes_per_step"] == eight["comm_bytes_per_step"]);
+    CHECK(one["comm_s"].get<double>() > 3 * eight["comm_s"].get<double>());
+    // Inside one node no socket is used, and nothing is said about them.
+    CHECK_THAT(run_dtsim("simulate --model gpt2 --network ethernet:1x100").out, !Catch::Contains("NCCL sockets"));
+    // Two options for one network; a bad spec: one line naming --network.
+    for (const char* bad : {" --network ethernet:1x100 --inter-node-gbps 12.5", " --network ethernet:1",
+                            " --network ethernet:1x100 --hardware mi300x"}) {
+        INFO(bad);
+        Run r = run_dtsim("simulate --model gpt2 --nodes 4" + std::string(bad));
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.err, Catch::Contains("--network"));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    }
+    Run advise = run_dtsim(
+        "advise --model gpt2 --nodes 4 --precision bf16-mixed --seq-len 256 --global-batch 256 "
+        "--network ethernet:1x100 --emit torch");
+    REQUIRE(advise.exit_code == 0);
+    CHECK_THAT(advise.out, Catch::Contains("NCCL environment: NCCL_SOCKET_NTHREADS=2 NCCL_NSOCKS_PERTHREAD=4"));
+    CHECK_THAT(advise.out, Catch::Contains("os.environ[\"NCCL_SOCKET_NTHREADS\"] = \"2\""));
+}

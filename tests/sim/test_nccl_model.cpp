@@ -309,3 +309,111 @@ TEST_CASE("the predicted timeline carries NCCL's choice on each collective the N
     for (const auto& e : make_timeline(simulate(c, amd), c, amd).events)
         for (const auto& arg : e.args) CHECK(arg.key != "nccl");
 }
+
+namespace {
+
+// h100-sxm nodes joined by TCP (--network KIND:NxG).
+calib::Calibration over_sockets(std::string_view spec) {
+    calib::Calibration c = calib::load_hardware("h100-sxm");
+    calib::use_socket_network(c, calib::parse_socket_network(spec));
+    return c;
+}
+
+NcclSockets sockets(calib::SocketNic vendor, const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    calib::NcclSocketNet net;
+    net.vendor = vendor;
+    net.nics = 1;
+    net.nic_gbps = 12.5;
+    net.flow_gbps = 1.25;
+    return nccl_sockets(net, parse_nccl_env(env));
+}
+
+}  // namespace
+
+TEST_CASE("NCCL sockets: threads and sockets per connection as net_socket.cc sets them") {
+    using calib::SocketNic;
+    // Unset on a generic NIC: no helper threads, the control socket carries the data.
+    CHECK(sockets(SocketNic::generic).threads == 0);
+    CHECK(sockets(SocketNic::generic).flows == 1);
+    // The NIC's auto-detected defaults: AWS ENA 2 x 8, GCP gVNIC 4 x 1.
+    CHECK(sockets(SocketNic::aws).flows == 16);
+    CHECK(sockets(SocketNic::gcp).flows == 4);
+    // Lightning's DDP guide: 2 threads x 4 sockets.
+    const auto lightning = sockets(SocketNic::generic, {{"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "4"}});
+    CHECK(lightning.flows == 8);
+    CHECK(!lightning.threads_default);
+    CHECK(lightning.channel_gbps == Approx(8 * 1.25));
+    // Only the sockets set: the threads stay the generic NIC's 0, so still one flow.
+    CHECK(sockets(SocketNic::generic, {{"NCCL_NSOCKS_PERTHREAD", "4"}}).flows == 1);
+    // MAX_THREADS 16; a product above MAX_SOCKETS 64 becomes floor(64 / threads) per thread.
+    CHECK(sockets(SocketNic::generic, {{"NCCL_SOCKET_NTHREADS", "20"}, {"NCCL_NSOCKS_PERTHREAD", "1"}}).threads == 16);
+    const auto many = sockets(SocketNic::generic, {{"NCCL_SOCKET_NTHREADS", "6"}, {"NCCL_NSOCKS_PERTHREAD", "16"}});
+    CHECK(many.socks_per_thread == 64 / 6);
+    CHECK(many.flows == 6 * (64 / 6));
+    CHECK_THROWS_WITH(parse_nccl_env({{"NCCL_SOCKET_NTHREADS", "-1"}}),
+                      Catch::Contains("NCCL_SOCKET_NTHREADS") && Catch::Contains("whole number"));
+}
+
+TEST_CASE("NCCL sockets: NCCL chooses by the NIC, and the price moves with the TCP flows that carry each channel") {
+    const calib::Calibration eth = over_sockets("ethernet:1x100");
+    // Two channels per NIC at half its 12.5 GB/s; LL128 off across nodes.
+    CHECK(eth.nccl.ring_nodes.channels == 2);
+    CHECK(eth.nccl.ring_nodes.bw_inter_gbps == Approx(6.25));
+    CHECK(!eth.nccl.nic_near_gpu);
+    const auto one_flow = choose(eth.nccl, CollectiveKind::allreduce, GiB, 32, 4);
+    const auto lightning = choose(eth.nccl, CollectiveKind::allreduce, GiB, 32, 4,
+                                  {{"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "4"}});
+    CHECK(lightning.algo == one_flow.algo);
+    CHECK(lightning.proto == one_flow.proto);
+    CHECK(lightning.estimate_us == Approx(one_flow.estimate_us));
+    // 8 flows x 1.25 GB/s fill the 6.25 GB/s channel: NCCL's own estimate.
+    CHECK(lightning.time_us == Approx(lightning.estimate_us));
+    // One flow carries 1.25 of 6.25 GB/s: the bandwidth term is 5 times longer.
+    CHECK(one_flow.time_us - one_flow.latency_us == Approx(5 * (lightning.time_us - lightning.latency_us)));
+    // NCCL_MIN_NCHANNELS=4 copies the two rings: over NVLink or IB no faster,
+    // over sockets each copy brings its flow: 4 x 1.25 of the NIC's 12.5 GB/s.
+    const auto four = choose(eth.nccl, CollectiveKind::allreduce, GiB, 32, 4, {{"NCCL_MIN_NCHANNELS", "4"}});
+    CHECK(four.estimate_us == Approx(one_flow.estimate_us));
+    CHECK(four.time_us - four.latency_us == Approx(2.5 * (lightning.time_us - lightning.latency_us)));
+    // Inside one node the sockets play no part.
+    const auto node = choose(eth.nccl, CollectiveKind::allreduce, GiB, 8, 1);
+    CHECK(node.time_us == Approx(choose(h100(), CollectiveKind::allreduce, GiB, 8, 1).time_us));
+    // A socket NIC serves the whole node: half a node's GPUs keep both
+    // channels, so a ring's bus bandwidth stays 2 x 6.25 GB/s.
+    for (int ranks : {32, 16}) {
+        const auto ring =
+            choose(eth.nccl, CollectiveKind::allreduce, 16 * GiB, ranks, 4,
+                   {{"NCCL_ALGO", "ring"}, {"NCCL_SOCKET_NTHREADS", "2"}, {"NCCL_NSOCKS_PERTHREAD", "4"}});
+        CHECK(busbw(CollectiveKind::allreduce, 16 * GiB, ranks, ring.time_us) == Approx(2 * 6.25).epsilon(0.01));
+    }
+}
+
+TEST_CASE("NCCL sockets: --network parses KIND:NxGBIT[:FLOW], names the bad part, and survives the JSON file") {
+    const calib::NcclSocketNet net = calib::parse_socket_network("aws:4x100:2.5");
+    CHECK(net.vendor == calib::SocketNic::aws);
+    CHECK(net.nics == 4);
+    CHECK(net.nic_gbps == Approx(12.5));
+    CHECK(net.flow_gbps == Approx(2.5));
+    CHECK(calib::parse_socket_network("gcp:1x200").flow_gbps == Approx(1.25));
+    CHECK_THROWS_WITH(calib::parse_socket_network("ethernet"), Catch::Contains("KIND:NxGBIT"));
+    CHECK_THROWS_WITH(calib::parse_socket_network("ib:8x400"), Catch::Contains("unknown kind 'ib'"));
+    CHECK_THROWS_WITH(calib::parse_socket_network("ethernet:0x100"), Catch::Contains("NIC count '0'"));
+    CHECK_THROWS_WITH(calib::parse_socket_network("ethernet:1.5x100"), Catch::Contains("whole number"));
+    CHECK_THROWS_WITH(calib::parse_socket_network("ethernet:1x100:fast"), Catch::Contains("flow rate 'fast'"));
+    calib::Calibration mi300x = calib::load_hardware("mi300x");
+    CHECK_THROWS_WITH(calib::use_socket_network(mi300x, net), Catch::Contains("no NCCL model"));
+
+    const calib::Calibration c = over_sockets("aws:2x100:2.5");
+    const std::string text = calib::to_json_text(c);
+    const calib::Calibration back = calib::calibration_from_json_text(text, "eth.json");
+    CHECK(back.nccl.socket.vendor == calib::SocketNic::aws);
+    CHECK(back.nccl.socket.nics == 2);
+    CHECK(back.nccl.socket.flow_gbps == Approx(2.5));
+    CHECK(calib::to_json_text(back) == text);
+    std::string bad = text;
+    const auto at = bad.find("\"aws\"");
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, 5, "\"azure\"");
+    CHECK_THROWS_WITH(calib::calibration_from_json_text(bad, "eth.json"),
+                      Catch::Contains("eth.json") && Catch::Contains("vendor") && Catch::Contains("'azure'"));
+}

@@ -2,6 +2,7 @@
 // base Config, enumerated as a deterministic cartesian product.
 #pragma once
 
+#include "dtsim/profiler/calibration.hpp"
 #include "dtsim/sim/config.hpp"
 
 #include <cstdint>
@@ -14,8 +15,10 @@
 namespace dtsim::advisor {
 
 // One axis: a common field (strategy, micro_batch, grad_accum, seq_len,
-// precision, activation_checkpointing) or a strategy knob by its torch /
-// DeepSpeed name (bucket_cap_mb, sharding_strategy, stage, ...).
+// precision, activation_checkpointing), a strategy knob by its torch /
+// DeepSpeed name (bucket_cap_mb, sharding_strategy, stage, ...), or an NCCL
+// variable dtsim models (NCCL_ALGO, NCCL_SOCKET_NTHREADS, ...; the value
+// "default" leaves it unset).
 struct Axis {
     std::string name;
     std::vector<std::string> values;
@@ -30,6 +33,8 @@ struct SearchSpace {
 
 // True for the common (non-knob) axes.
 bool is_common_axis(std::string_view name);
+// True for the NCCL variable axes (NCCL_*).
+bool is_env_axis(std::string_view name);
 
 // "key=v1,v2,..." -> Axis. Throws ConfigError naming the axis.
 Axis parse_axis(std::string_view spec);
@@ -64,6 +69,9 @@ struct Candidate {
 std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& base);
 
 // The space `dtsim advise` searches by default for this base configuration.
-SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> global_batch);
+// Across nodes of a socket network (calibration.nccl.socket), it also tries
+// the NIC's socket defaults against the threads and sockets that fill it.
+SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> global_batch,
+                          const calib::Calibration& calibration);
 
 }  // namespace dtsim::advisor

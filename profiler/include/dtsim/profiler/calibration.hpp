@@ -149,6 +149,26 @@ struct NcclGraph {
     double bw_inter_gbps = 0;
 };
 
+// NCCL's socket transport (src/transport/net_socket.cc): nodes joined by
+// plain TCP, no InfiniBand or RoCE. NCCL picks its algorithm by the NICs'
+// speed, but each channel's connection moves data over NCCL_SOCKET_NTHREADS x
+// NCCL_NSOCKS_PERTHREAD TCP flows (one when both are unset on a generic NIC),
+// and a single flow runs well below a fast NIC (docs/notes/nccl-tuning.md §3).
+// The NIC as NCCL's auto-detection sees it (its PCI vendor): AWS ENA
+// (0x1d0f), GCP gVNIC (0x1ae0), or any other.
+enum class SocketNic : std::uint8_t { generic, aws, gcp };
+struct NcclSocketNet {
+    SocketNic vendor = SocketNic::generic;
+    int nics = 0;          // NICs per node; 0: no socket network (RDMA, the graphs' own NICs)
+    double nic_gbps = 0;   // each NIC's speed, GB/s (100 Gb/s = 12.5)
+    double flow_gbps = 0;  // what one TCP flow sustains, GB/s (a calibration value)
+    // NCCL's search puts two channels on each NIC (sjeaugey, nccl#438), each
+    // at half its speed.
+    static constexpr int kChannelsPerNic = 2;
+    double channel_gbps() const { return nic_gbps / kChannelsPerNic; }
+    bool present() const { return nics > 0; }
+};
+
 // What NCCL's own cost model (src/graph/tuning.cc, v2.30.7) needs to pick an
 // algorithm and protocol per call: the graphs its search finds on this node
 // shape and the facts its rules read (docs/notes/nccl-tuning.md). Where a
@@ -169,6 +189,7 @@ struct NcclTopology {
     // fewer GPUs of a node reaches only their NICs: the multi-node graphs keep
     // that share of their channels (an assumption; NCCL's search would say).
     int gpus_per_node = 8;
+    NcclSocketNet socket;  // present: the nodes talk over NCCL's socket transport
     bool present() const { return sm > 0; }
 };
 

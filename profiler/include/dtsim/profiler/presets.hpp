@@ -39,4 +39,19 @@ std::vector<PresetInfo> list_presets();
 // `option`: the command-line option that named it, for the error message.
 Calibration load_hardware(const std::string& name_or_path, std::string_view option = "--hardware");
 
+// `--network KIND:NxGBIT[:FLOW]`: the nodes talk over NCCL's socket transport
+// (TCP, no InfiniBand or RoCE) through N NICs of GBIT Gb/s each per node;
+// KIND is the NIC NCCL's auto-detection sees (ethernet, aws for ENA, gcp for
+// gVNIC) and FLOW what one TCP flow sustains in GB/s (default: the kind's,
+// see kSocketFlowGbps). Throws ConfigError naming the option and the part.
+NcclSocketNet parse_socket_network(std::string_view spec);
+// Replaces the calibration's multi-node NCCL graphs with that network's: two
+// channels per NIC (NCCL's search), each at half its NIC, and no LL128 across
+// nodes (the NIC sits behind the CPU). Throws ConfigError where the
+// calibration has no NCCL model to apply it to.
+void use_socket_network(Calibration& c, const NcclSocketNet& net);
+// A one-line description: "1 x 100 Gb/s Ethernet NIC per node, NCCL over TCP
+// sockets at 1.25 GB/s per flow".
+std::string describe(const NcclSocketNet& net);
+
 }  // namespace dtsim::calib

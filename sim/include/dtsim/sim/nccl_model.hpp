@@ -36,8 +36,35 @@ struct NcclEnv {
     // leave it off (the docs warn this "can lead to data corruption").
     std::array<bool, 5> ll128_named{};
     int max_channels = 0;  // NCCL_MAX_NCHANNELS / NCCL_MAX_CTAS; 0: unset
+    // NCCL_MIN_NCHANNELS / NCCL_MIN_CTAS; 0: unset. Above the graph's channels
+    // NCCL duplicates rings over the same links: no faster over NVLink or IB,
+    // but over sockets each channel brings its own TCP flows.
+    int min_channels = 0;
+    // NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD; -2: unset, the NIC's
+    // auto-detected default (NCCL's own sentinel).
+    int socket_threads = -2;
+    int socks_per_thread = -2;
     NcclEnv();
 };
+
+// The TCP flows of each channel's connection on a socket network, as
+// net_socket.cc ncclNetSocketGetNsockNthread sets them: unset variables take
+// the NIC's default (AWS ENA 2 threads x 8 sockets, GCP gVNIC 4 x 1, any
+// other 0 x 1); NCCL_SOCKET_NTHREADS is clamped to 16 and the product to 64.
+// With no sockets (0 threads), the proxy thread moves the data over the
+// connection's one control socket.
+struct NcclSockets {
+    int threads = 0;
+    int socks_per_thread = 1;
+    bool threads_default = true, socks_default = true;  // from the NIC's auto-detection
+    int flows = 1;                                      // TCP flows carrying one channel's data
+    double channel_gbps = 0;  // what those flows carry: flows x the calibration's flow rate, GB/s
+};
+NcclSockets nccl_sockets(const calib::NcclSocketNet& net, const NcclEnv& env);
+// NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD whose flows fill a channel's
+// share of the NIC: Lightning's 2 x 4 where that suffices, else more sockets
+// (up to 4 x 16). The NIC's defaults where they already fill it.
+std::pair<int, int> nccl_socket_suggestion(const calib::NcclSocketNet& net);
 
 // The variables as NCCL reads them: NCCL_ALGO and NCCL_PROTO take a comma list
 // (a leading ^ excludes), or since 2.24 `;`-separated `function:list` entries;
@@ -53,7 +80,8 @@ struct NcclChoice {
     double latency_us = 0;   // NCCL's latency term
     double algbw_gbps = 0;   // NCCL's algorithm bandwidth, bytes / (time - latency)
     double estimate_us = 0;  // NCCL's own estimate: what it chose by
-    double time_us = 0;      // dtsim's price: the estimate with the channels actually launched
+    double time_us = 0;      // dtsim's price: the estimate with the channels actually launched and,
+                             // on a socket network, the bandwidth its TCP flows carry
 };
 
 // NCCL's choice for one call of `kind` over `bytes` (nccl-tests' size: the

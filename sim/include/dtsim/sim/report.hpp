@@ -31,6 +31,12 @@ std::vector<std::string> memory_levers(const SimResult& result, const Config& co
 std::vector<std::string> nccl_choices(const SimResult& result, const Config& config,
                                       const calib::Calibration& calibration);
 
+// On a socket network (--network) across nodes: the TCP flows NCCL opens per
+// channel under the run's NCCL_SOCKET_NTHREADS / NCCL_NSOCKS_PERTHREAD, what
+// they carry against the NIC's share, and, where they hold the NIC back, the
+// setting Lightning's DDP guide suggests. Empty where no socket network applies.
+std::string socket_summary(const Config& config, const calib::Calibration& calibration);
+
 // One JSON object with the configuration, the metrics, the memory breakdown,
 // the collectives and (DDP) the buckets. Deterministic for the same input.
 Json report_json(const SimResult& result, const Config& config, const calib::Calibration& calibration,
