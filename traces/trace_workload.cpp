@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <cctype>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -687,6 +689,53 @@ private:
         }
         out_.notes.push_back(fmt::format("saved activations from the trace's {} events: {} in all", m_.str(memory),
                                          format_bytes(total)));
+        backward_transients(layer_of, series, value_at);
+    }
+
+    // What each layer's backward holds beyond what dtsim already counts:
+    // torch's gradient temporaries (ReLU's input gradient beside the incoming
+    // one, attention's). dtsim holds a layer's saved activations until its
+    // backward ends and adds its parameter gradients after it, so by the time
+    // layer l runs it holds what it held when backward began plus, for each
+    // layer already done, its gradients less its saved activations. Layer l's
+    // transient is the trace's peak inside its nodes over that, measured from
+    // the same series: what the model would miss without it.
+    template <typename ValueAt>
+    void backward_transients(const std::vector<std::int32_t>& layer_of,
+                             const std::vector<std::pair<std::int64_t, double>>& series, const ValueAt& value_at) {
+        models::Workload& w = out_.workload;
+        const std::size_t layers = w.layers.size();
+        std::vector<std::int64_t> first(layers, std::numeric_limits<std::int64_t>::max()), last(layers, 0);
+        for (std::int32_t i : nodes_) {
+            const TopOp& t = tops_[static_cast<std::size_t>(i)];
+            const auto l = static_cast<std::size_t>(layer_of[static_cast<std::size_t>(t.forward)]);
+            first[l] = std::min(first[l], span(t.span).start_ns);
+            last[l] = std::max(last[l], span(t.span).start_ns + span(t.span).dur_ns);
+        }
+        std::vector<std::size_t> order;
+        for (std::size_t l = 0; l < layers; ++l)
+            if (last[l] > 0) order.push_back(l);
+        if (order.empty()) return;
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first[a] < first[b]; });
+        const double begin = value_at(first[order.front()]);
+        double done = 0;  // the layers already run: their gradients less their saved activations
+        std::int64_t largest = 0;
+        std::size_t largest_layer = 0;
+        for (std::size_t l : order) {
+            double peak = value_at(first[l]);
+            auto it = std::lower_bound(series.begin(), series.end(), first[l],
+                                       [](const auto& x, std::int64_t v) { return x.first < v; });
+            for (; it != series.end() && it->first <= last[l]; ++it) peak = std::max(peak, it->second);
+            const auto transient = std::max<std::int64_t>(0, std::llround(peak - begin - done));
+            w.layers[l].backward_transient_bytes = transient;
+            if (transient > largest) largest = transient, largest_layer = l;
+            done += static_cast<double>(w.layers[l].param_count() * dtype_bytes(out_.param_dtype) -
+                                        w.layers[l].saved_activation_bytes);
+        }
+        if (largest > 0)
+            out_.notes.push_back(
+                fmt::format("backward's gradient temporaries from the same events: up to {} (layer {})",
+                            format_bytes(largest), w.layers[largest_layer].name));
     }
 
     const TraceModel& m_;

@@ -11,11 +11,13 @@
 
 #include "support/temp_dir.hpp"
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -105,6 +107,43 @@ TEST_CASE("from a hand-written training step: every figure as worked out by hand
     // A carries zero_grad's span and its own two: 130 us less 3 ops.
     CHECK(u.workload.layers[0].forward[0].measured_ns == std::llround(130'000 - 3 * per_op));
     CHECK(u.optimizer_ns == std::llround(400'000 - per_op));
+}
+
+// The same step with [memory] events inside backward: at 325 (C's node) layer
+// 1's gradients (34 floats, 136 B) and C's input gradient (64 B) are
+// allocated, 2004; at 405 (B's node) ReLU's input gradient (64 B) beside the
+// incoming one, 2068; at 425 both and C's saved input are freed, 1876.
+TEST_CASE("from a hand-written training step: backward's gradient temporaries, worked out by hand") {
+    std::ifstream in(std::string(DTSIM_SOURCE_DIR) + "/tests/data/traces/training_step_cpu.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string events;
+    for (const auto& [ts, total] : {std::pair{325, 2004}, {405, 2068}, {425, 1876}})
+        events += fmt::format(
+            ",{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", \"pid\": 1, "
+            "\"tid\": 1, \"ts\": {}, \"args\": {{\"Total Reserved\": 0, \"Total Allocated\": {}, \"Bytes\": 0, "
+            "\"Device Id\": -1, \"Device Type\": 0}}}}",
+            ts, total);
+    const auto end = text.rfind(']');
+    REQUIRE(end != std::string::npos);
+    text.insert(end, events);
+    test::TempDir dir;
+    const std::string file = write(dir, "step.json", text);
+    const TraceWorkload t = workload_from_trace(read_trace(file), file);
+    const models::Workload& w = t.workload;
+    REQUIRE(w.layers.size() == 2);
+    // Backward begins at 300 holding 1804. Layer 1 (nodes 300-385) peaks at
+    // 2004: 200 over it. dtsim then adds its gradients (136) and frees its
+    // saved 36: layer 0 (nodes 400-535) starts from 1804 + 100 in the model,
+    // and the trace peaks at 2068: 164 over that.
+    CHECK(w.layers[1].backward_transient_bytes == 200);
+    CHECK(w.layers[0].backward_transient_bytes == 164);
+    // Unchanged: forward's saved activations.
+    CHECK(w.layers[0].saved_activation_bytes == 768);
+    CHECK(w.layers[1].saved_activation_bytes == 36);
+    // The hand-written trace without backward events holds no temporaries.
+    const std::string plain = std::string(DTSIM_SOURCE_DIR) + "/tests/data/traces/training_step_cpu.json";
+    for (const auto& l : workload_from_trace(read_trace(plain), plain).workload.layers)
+        CHECK(l.backward_transient_bytes == 0);
 }
 
 TEST_CASE("from a real one-rank torch trace: parameters, layers, ops and times") {
