@@ -7,9 +7,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string_view>
 
 int main(int argc, char** argv) {
-    dtsim::keep_freed_memory();  // sweeps and the GUI run thousands of simulations
+    // Sweeps and the GUI run thousands of simulations: freed memory stays in
+    // the process. Not for execute, which sets its own policy (ensure_mpi):
+    // dtsim's, or glibc's defaults under --allocator torch, which no mallopt
+    // call restores once another has turned glibc's dynamic threshold off.
+    if (argc < 2 || std::string_view(argv[1]) != "execute") dtsim::keep_freed_memory();
     CLI::App app{
         "dtsim: a distributed-training simulator and performance advisor.\n"
         "Predicts step time, throughput and peak memory of PyTorch DDP, FSDP and\n"
