@@ -142,7 +142,7 @@ TEST_CASE("gemm_backward gives dgrad and wgrad of the right shapes, 2x the forwa
     CHECK(first[0].name == "fc.wgrad");
 }
 
-TEST_CASE("layer backward is its ops' backward in reverse; the MLP's first layer has no input gradient") {
+TEST_CASE("layer backward is its ops' backward in reverse, and the MLP's first layer has no input gradient") {
     const Workload w = build("mlp-3x16", 2);
     const Layer& l0 = w.layers[0];
     REQUIRE(l0.forward.size() == 2);   // linear, relu
@@ -168,7 +168,7 @@ TEST_CASE("layer backward is its ops' backward in reverse; the MLP's first layer
     CHECK(layer_named(g, "lm_head").backward.size() == 2);  // dgrad + wgrad (into wte's gradient)
 }
 
-TEST_CASE("model flops sum the ops; training flops per token of gpt2 lie in [6P, 9.6P]") {
+TEST_CASE("model flops sum the ops, and training flops per token of gpt2 lie in [6P, 9.6P]") {
     const Workload w = build("gpt2", 1, 1024);
     double fwd = 0;
     for (const auto& l : w.layers)
@@ -286,7 +286,7 @@ TEST_CASE("Llama rotary runs 5 strided kernels per tensor forward, 6 backward, o
               .kernels == 1);
 }
 
-TEST_CASE("SwiGLU backward is three kernels (two muls, silu_backward); the loss upcasts the logits to fp32") {
+TEST_CASE("SwiGLU backward is three kernels (two muls, silu_backward), and the loss upcasts the logits to fp32") {
     const std::int64_t b = 2, s = 64, i = 11008, vocab = 32000, T = b * s;
     const Workload w = build("llama2-7b", b, s, DType::bf16);
     const Layer& down = layer_named(w, "layers.0.mlp.down_proj");

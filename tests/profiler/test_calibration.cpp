@@ -217,7 +217,7 @@ TEST_CASE("a collective curve's dtype survives the round trip, and curves withou
     CHECK_THROWS_WITH(calibration_from_json_text(bad, "bad.json"), Catch::Contains("dtype"));
 }
 
-TEST_CASE("GEMM layouts and layout ratios survive the round trip; files without them read as NN at ratio 1") {
+TEST_CASE("GEMM layouts and layout ratios survive the round trip, and files without them read as NN at ratio 1") {
     Calibration c = measured_calibration();
     REQUIRE(!c.gemm_points.empty());
     const std::string plain = to_json_text(c);

@@ -118,7 +118,7 @@ TEST_CASE("sgemm computes each layout's product: NN, NT (x W^T) and TN (A^T B)")
     CHECK(reference(GemmLayout::tn) != reference(GemmLayout::nn));
 }
 
-TEST_CASE("bench_gemm keeps each shape's layout; every layout probe has its NN twin in the grid") {
+TEST_CASE("bench_gemm keeps each shape's layout, and every layout probe has its NN twin in the grid") {
     for (const bool quick : {true, false}) {
         const auto grid = default_gemm_shapes(quick);
         const auto probes = layout_probe_shapes(quick);

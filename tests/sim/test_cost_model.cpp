@@ -83,7 +83,7 @@ TEST_CASE("ring allreduce of 1 GiB on 8 ranks moves 2(n-1)/n of the data at bus 
           Approx(2 * expected).epsilon(1e-12));
 }
 
-TEST_CASE("allgather and reduce-scatter move (n-1)/n of the data; broadcast and reduce all of it") {
+TEST_CASE("allgather and reduce-scatter move (n-1)/n of the data, and broadcast and reduce all of it") {
     Calibration c = base_calibration();
     add_all_kinds(c, LinkScope::intra_node, 0, 0, 100);
     const CostModel cost(c);

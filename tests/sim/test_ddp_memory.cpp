@@ -85,7 +85,7 @@ TEST_CASE("plain SGD keeps no optimizer state") {
     CHECK(category(simulate(c, cal).metrics, MemCategory::optimizer_states) == 0);
 }
 
-TEST_CASE("one rank: the reducer still copies gradients into buckets and back; its allreduces cost nothing") {
+TEST_CASE("one rank: the reducer still copies gradients into buckets and back, and its allreduces cost nothing") {
     const auto cal = calib::load_hardware("a100-sxm");
     Config c = gpt2_config();
     c.topology = {1, 1};
@@ -299,7 +299,7 @@ TEST_CASE(
     CHECK_THROWS_WITH(simulate(c, cal), Catch::Contains("cannot be `True` together"));
 }
 
-TEST_CASE("torch AdamW: one more pass over the parameters (its weight decay) unless fused; Adam's state") {
+TEST_CASE("torch AdamW: one more pass over the parameters (its weight decay) unless fused, and Adam's state") {
     const auto cal = calib::load_hardware("h100-sxm");
     Config c = gpt2_config();
     c.precision = Precision::bf16_mixed;

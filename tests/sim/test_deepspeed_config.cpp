@@ -105,7 +105,7 @@ TEST_CASE("a HuggingFace ZeRO-3 template: \"auto\" keeps dtsim's values, the res
     CHECK(r.metrics.host_compute_s > 0);
 }
 
-TEST_CASE("explicit numbers set the batch, accumulation and precision; train_batch_size must agree") {
+TEST_CASE("explicit numbers set the batch, accumulation and precision, and train_batch_size must agree") {
     test::TempDir dir;
     Config c = base();
     apply_deepspeed_config(write(dir, "z2.json", R"({
@@ -204,7 +204,7 @@ TEST_CASE("malformed DeepSpeed configs: errors name the file and the field") {
           "no error");
 }
 
-TEST_CASE("knobs given after the file override it; contradictions surface when lowering") {
+TEST_CASE("knobs given after the file override it, and contradictions surface when lowering") {
     test::TempDir dir;
     Config c = base();
     apply_deepspeed_config(
@@ -229,7 +229,8 @@ TEST_CASE("stage3_max_reuse_distance (either spelling) becomes the knob") {
 
 // DeepSpeed 0.19.8's DeepSpeedZeroConfig, every key (tests/data/deepspeed;
 // tests/python/emitted_lightning.py has DeepSpeed itself parse the same file).
-TEST_CASE("every zero_optimization key DeepSpeed accepts is accepted; those that change nothing come back as notes") {
+TEST_CASE(
+    "every zero_optimization key DeepSpeed accepts is accepted, and those that change nothing come back as notes") {
     const std::string every = std::string(DTSIM_SOURCE_DIR) + "/tests/data/deepspeed/zero3_every_key.json";
     Config c = base();
     const std::vector<std::string> notes = apply_deepspeed_config(every, c);

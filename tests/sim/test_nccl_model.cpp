@@ -88,7 +88,7 @@ TEST_CASE("NCCL model: large allreduce busbw stays flat with scale (ring, then t
     CHECK(at4096 < at16);
 }
 
-TEST_CASE("NCCL model: a large allreduce in one H100 node is NVLS at 476 GB/s busbw; NCCL_ALGO=ring gives 360") {
+TEST_CASE("NCCL model: a large allreduce in one H100 node is NVLS at 476 GB/s busbw, and NCCL_ALGO=ring gives 360") {
     const auto c = choose(h100(), CollectiveKind::allreduce, 4 * GiB, 8, 1);
     CHECK(c.algo == NcclAlgo::nvls);
     CHECK(c.proto == NcclProto::simple);
@@ -124,7 +124,7 @@ TEST_CASE("NCCL model: a job on half of each node reaches half of its NICs acros
     CHECK(busbw(CollectiveKind::allreduce, 16 * GiB, 4, one_node.time_us) == Approx(12 * 20.0).epsilon(0.01));
 }
 
-TEST_CASE("NCCL model: all-gather and reduce-scatter stay rings at 8 GPUs a node; PAT with one GPU a node") {
+TEST_CASE("NCCL model: all-gather and reduce-scatter stay rings at 8 GPUs a node, and PAT with one GPU a node") {
     const auto ring = choose(h100(), CollectiveKind::allgather, 8, 64, 8);
     CHECK(ring.algo == NcclAlgo::ring);
     // One GPU per node: PAT, latency 8 + log2(N) x 14 / 3.5 + 2.8 n.
@@ -169,7 +169,8 @@ TEST_CASE("NCCL model: NCCL_ALGO and NCCL_PROTO as NCCL parses them") {
 }
 
 TEST_CASE(
-    "NCCL model: NCCL_MAX_NCHANNELS slows the ring by the channels it removes, not NCCL's choice; NVLS ignores it") {
+    "NCCL model: NCCL_MAX_NCHANNELS slows the ring by the channels it removes, not NCCL's choice, and NVLS ignores "
+    "it") {
     const auto full = choose(a100(), CollectiveKind::allreduce, 4 * GiB, 8, 1);
     const auto half = choose(a100(), CollectiveKind::allreduce, 4 * GiB, 8, 1, {{"NCCL_MAX_NCHANNELS", "12"}});
     CHECK(half.algo == full.algo);
@@ -217,7 +218,7 @@ TEST_CASE("NCCL model agrees with published nccl-tests bus bandwidths within 5 %
     CHECK(busbw(CollectiveKind::allreduce, 4 * GiB, 8, ring.time_us) == Approx(367).epsilon(0.05));
 }
 
-TEST_CASE("cost model: a measured table prices what it covers; beyond it the NCCL model meets it at its end") {
+TEST_CASE("cost model: a measured table prices what it covers, and beyond it the NCCL model meets it at its end") {
     calib::Calibration c = calib::load_hardware("h100-sxm");
     calib::CollectiveCurve table;
     table.kind = CollectiveKind::allreduce;

@@ -521,7 +521,7 @@ TEST_CASE("stage3_max_reuse_distance: the last layers of forward stay gathered f
     CHECK(at_peak(deflt, MemCategory::gathered) >= at_peak(none, MemCategory::gathered));
 }
 
-TEST_CASE("offload_param with pageable memory blocks the host; pinned copies overlap") {
+TEST_CASE("offload_param with pageable memory blocks the host, and pinned copies overlap") {
     auto time = [](bool param, bool pinned) {
         std::vector<std::pair<std::string, std::string>> k = {{"offload_optimizer", "cpu"},
                                                               {"pin_memory", pinned ? "true" : "false"}};
