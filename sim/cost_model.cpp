@@ -14,7 +14,7 @@ using calib::CollectiveKind;
 using calib::LinkScope;
 
 CostModel::CostModel(const calib::Calibration& calibration, NcclEnv nccl_env)
-    : cal_(&calibration), nccl_env_(nccl_env) {
+    : cal_(&calibration), nccl_env_(nccl_env), gloo_(calibration.provenance.backend.find("gloo") != std::string::npos) {
     for (const auto& p : calibration.gemm_points) layout_measured_[static_cast<std::size_t>(p.layout)] = true;
 }
 
@@ -266,8 +266,18 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         bool operator==(const CollectiveKey&) const = default;
     };
     // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
-    // A profile's measured times already paid it.
-    const bool first_touch = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0 && workload.profile.empty();
+    // A profile's measured layers already paid it for theirs; what the strategy
+    // adds (FSDP's flat gradient, its gathered parameters, the reduced shards) they did not.
+    // Smaller buffers are reused once glibc's dynamic threshold has risen, but
+    // it stops at 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit): a larger one is
+    // mapped afresh and unmapped at its free every time, so it pays first touch
+    // every time too.
+    constexpr std::int64_t kAlwaysMapped = 32LL << 20;
+    const bool fresh = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0;
+    const bool first_touch = fresh && workload.profile.empty();
+    const auto fresh_ns = [&](std::int64_t bytes) {
+        return fresh && bytes > kAlwaysMapped ? static_cast<double>(bytes) / cal_->host.first_touch_gbps : 0.0;
+    };
     std::vector<CollectiveKey> collective_keys;
     std::vector<double> collective_prices;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
@@ -282,6 +292,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                     for (const MemoryDelta& d : plan.memory_of(t))
                         if (d.category == MemCategory::gradients && d.bytes > 0)
                             ns += static_cast<double>(d.bytes) / cal_->host.first_touch_gbps;
+                if (t.fresh_output) ns += fresh_ns(t.bytes / 2);
                 break;
             case TaskKind::collective: {
                 // Plans repeat the same collective (per layer, per bucket): price each once.
@@ -294,6 +305,14 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                     it = collective_keys.end() - 1;
                 }
                 ns = collective_prices[static_cast<std::size_t>(it - collective_keys.begin())];
+                // Its output, where the strategy allocates it for the call (FSDP's all-gathers and reduce-scatters),
+                // and over gloo the buffer torch's ProcessGroupGloo allocates inside it (`gloo_`).
+                for (const MemoryDelta& d : plan.memory_of(t))
+                    if (d.category == MemCategory::gradients || d.category == MemCategory::gathered)
+                        ns += fresh_ns(d.bytes);
+                if (gloo_ &&
+                    (t.collective == CollectiveKind::allgather || t.collective == CollectiveKind::reduce_scatter))
+                    ns += fresh_ns(t.bytes);
                 break;
             }
             case TaskKind::copy: ns = copy_ns(t.transfer, t.bytes, t.pinned); break;

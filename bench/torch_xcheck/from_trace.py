@@ -11,7 +11,8 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
    profile_memory=True). The trace is what a user would bring.
 2. torch: the same model and batch under DDP on 2 ranks over gloo, with
    bucket_cap_mb 1, 25 and 100 and with the fp16 compression hook (default
-   buckets); DDP on 1 rank too. Each case runs twice; a case's figure is the
+   buckets); DDP on 1 rank too; FSDP FULL_SHARD and SHARD_GRAD_OP with the
+   root as its one unit. Each case runs twice; a case's figure is the
    median step after warm-up, slower rank (steptime.py's harness).
 3. dtsim: `calibrate --backend gloo` (the transport torch uses), then
    `simulate --from-trace TRACE` with each case's strategy and knobs. The
@@ -46,13 +47,18 @@ from steptime import build_model, model_input_shape, run_torch_case, train_step
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# name -> (ranks, DDP keyword arguments or hook, dtsim --set knobs)
+# name -> (ranks, torch wrapper arguments (DDP's, a hook, or FSDP's sharding and wrap), dtsim strategy and --set knobs).
+# FSDP wraps the root only (no auto_wrap_policy): one unit, as dtsim's auto_wrap_policy=none.
 CASES = {
-    "DDP 1 rank": (1, {}, []),
-    "bucket 1 MiB": (2, {"bucket_cap_mb": 1}, ["bucket_cap_mb=1"]),
-    "bucket 25 MiB": (2, {"bucket_cap_mb": 25}, ["bucket_cap_mb=25"]),
-    "bucket 100 MiB": (2, {"bucket_cap_mb": 100}, ["bucket_cap_mb=100"]),
-    "fp16 hook": (2, {"hook": "fp16"}, ["comm_hook=fp16_compress"]),
+    "DDP 1 rank": (1, {}, ["ddp"]),
+    "bucket 1 MiB": (2, {"bucket_cap_mb": 1}, ["ddp", "bucket_cap_mb=1"]),
+    "bucket 25 MiB": (2, {"bucket_cap_mb": 25}, ["ddp", "bucket_cap_mb=25"]),
+    "bucket 100 MiB": (2, {"bucket_cap_mb": 100}, ["ddp", "bucket_cap_mb=100"]),
+    "fp16 hook": (2, {"hook": "fp16"}, ["ddp", "comm_hook=fp16_compress"]),
+    "FSDP FULL_SHARD, one unit": (2, {"fsdp": "FULL_SHARD", "fsdp_wrap": "none"},
+                                  ["fsdp", "sharding_strategy=FULL_SHARD", "auto_wrap_policy=none"]),
+    "FSDP SHARD_GRAD_OP, one unit": (2, {"fsdp": "SHARD_GRAD_OP", "fsdp_wrap": "none"},
+                                     ["fsdp", "sharding_strategy=SHARD_GRAD_OP", "auto_wrap_policy=none"]),
 }
 BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
 
@@ -157,13 +163,13 @@ def main() -> int:
         if a.trace_out:
             shutil.copy(hardware, os.path.join(a.trace_out, "gloo.json"))
         # With the step's unprofiled time (what a training log shows), and from the profile alone.
-        predicted = {name: dtsim_predict(a.dtsim, trace, hardware, ranks, knobs, a.batch, unprofiled)
+        predicted = {name: dtsim_predict(a.dtsim, trace, hardware, ranks, knobs[1:], a.batch, unprofiled, knobs[0])
                      for name, (ranks, _, knobs) in CASES.items()}
-        raw = {name: dtsim_predict(a.dtsim, trace, hardware, ranks, knobs, a.batch, None)
+        raw = {name: dtsim_predict(a.dtsim, trace, hardware, ranks, knobs[1:], a.batch, None, knobs[0])
                for name, (ranks, _, knobs) in CASES.items()}
     first = next(iter(predicted.values()))["from_trace"]
     profiled_step = first["measured_step_time_s"]
-    lines = [f"## {datetime.date.today()}: `simulate --from-trace` against torch {torch.__version__} DDP "
+    lines = [f"## {datetime.date.today()}: `simulate --from-trace` against torch {torch.__version__} DDP and FSDP "
              f"(transformer {a.layers} x d_model {a.d_model}, {a.heads} heads, seq {a.seq}, batch {a.batch} per rank, "
              "SGD, fp32, gloo)", "",
              f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "

@@ -108,12 +108,14 @@ def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps:
     kwargs = dict(kwargs)
     hook = kwargs.pop("hook", None)
     sharding = kwargs.pop("fsdp", None)
+    wrap = kwargs.pop("fsdp_wrap", "linear")  # "linear": one unit per nn.Linear; "none": the root only
     if sharding:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
         model = FSDP(build_model(spec), sharding_strategy=getattr(ShardingStrategy, sharding),
-                     auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}), device_id=torch.device("cpu"))
+                     auto_wrap_policy=None if wrap == "none" else ModuleWrapPolicy({torch.nn.Linear}),
+                     device_id=torch.device("cpu"))
     else:
         model = DDP(build_model(spec), **kwargs)
     if hook == "fp16":

@@ -98,6 +98,10 @@ private:
     double loss_ = 0;
     // Sharded strategies' state; null under DDP.
     std::unique_ptr<Sharding> sharding_;
+    // FSDP's flat gradient (the plan's gradient_copy pass): `bytes` copied from
+    // the views' gradients into a new tensor, fresh pages under fresh_gradients.
+    void flatten(std::int64_t bytes);
+    std::vector<float> flatten_from_, flatten_into_;
     std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);

@@ -26,7 +26,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 namespace dtsim::executor::cpu {
 namespace {
@@ -247,6 +249,8 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
         if (t.kind == TaskKind::compute) {
             if (t.layer >= 0)
                 a.op = t.phase == Phase::backward ? Sharding::Op::backward : Sharding::Op::forward;
+            else if (t.phase == Phase::gradient_copy && t.fresh_output)
+                a.op = Sharding::Op::flatten;
             else if (t.phase == Phase::optimizer && t.flops > 0 && !optimizer_seen) {
                 a.op = Sharding::Op::optimizer;  // the whole shard's step (ZeRO-3's later sub-groups: nothing)
                 optimizer_seen = true;
@@ -318,6 +322,26 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
     sharding_ = std::move(s);
 }
 
+namespace {
+volatile float g_flatten_sink = 0;  // keeps the copies
+}  // namespace
+
+void MlpTrainer::flatten(std::int64_t bytes) {
+    const auto n = static_cast<std::size_t>(bytes / 4);
+    if (n == 0) return;
+    if (flatten_from_.size() < n) flatten_from_.assign(n, 1.0f);
+    if (fresh_gradients_) {
+        // torch's cat allocates its output: the copy faults its pages in.
+        const std::unique_ptr<float[]> fresh(new float[n]);
+        std::memcpy(fresh.get(), flatten_from_.data(), n * sizeof(float));
+        g_flatten_sink = fresh[n / 2];
+        return;
+    }
+    flatten_into_.resize(n);
+    std::memcpy(flatten_into_.data(), flatten_from_.data(), n * sizeof(float));
+    g_flatten_sink = flatten_into_[n / 2];
+}
+
 bool MlpTrainer::run_sharded(const sim::Task& t, runtime::Communicator* comm) {
     if (!sharding_) return false;
     Sharding& s = *sharding_;
@@ -338,6 +362,7 @@ bool MlpTrainer::run_sharded(const sim::Task& t, runtime::Communicator* comm) {
     switch (a.op) {
         case Sharding::Op::replay: return false;
         case Sharding::Op::nothing: return true;
+        case Sharding::Op::flatten: flatten(t.bytes / 2); return true;
         case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
         case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
         case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;

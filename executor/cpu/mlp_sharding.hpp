@@ -27,7 +27,17 @@ struct MlpTrainer::Sharding {
         int group = -1;
         std::int64_t offset = 0;
     };
-    enum class Op : std::uint8_t { replay, nothing, forward, backward, optimizer, gather, reduce_scatter, allreduce };
+    enum class Op : std::uint8_t {
+        replay,
+        nothing,
+        forward,
+        backward,
+        flatten,  // FSDP's flat gradient: the views' gradients copied into a new tensor
+        optimizer,
+        gather,
+        reduce_scatter,
+        allreduce
+    };
     struct Action {
         Op op = Op::replay;
         std::vector<int> groups;  // gathers and reduce-scatters

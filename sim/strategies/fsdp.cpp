@@ -373,7 +373,15 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             // backward task. NONE waits for the unit's whole backward instead (the next
             // unit's pre-backward hook above).
             if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(unit_first_backward);
-            if (sync) reduce(m, u, b);
+            // The unit's gradient becomes one flat tensor: the parameters are views
+            // of the flat parameter, and autograd's backward of that split
+            // concatenates their gradients into a new one (FlatParamHandle;
+            // torch.cat in a CPU profile of FSDP: 37.8 MB in 24 ms here, the
+            // first touch of fresh pages included).
+            const std::int32_t views[] = {b};
+            const std::int32_t flat = step.pass(Phase::gradient_copy, 2 * unsharded_grad_bytes(u), 0, views, m);
+            plan.tasks.back().fresh_output = true;
+            if (sync) reduce(m, u, flat);
         }
     }
 

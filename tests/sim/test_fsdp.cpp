@@ -4,6 +4,7 @@
 // computed here from the workload's layers and the wrapping rules.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/lightning_names.hpp"
 #include "dtsim/sim/report.hpp"
 #include "dtsim/sim/simulate.hpp"
@@ -771,5 +772,74 @@ TEST_CASE(
         CHECK(traffic(old, CollectiveKind::reduce_scatter).bytes == traffic(l, CollectiveKind::reduce_scatter).bytes);
         CHECK(old.metrics.peak_memory_bytes > l.metrics.peak_memory_bytes);
         CHECK(mentions(old, "MixedPrecision(param_dtype=fp32, reduce_dtype=bf16)"));
+    }
+}
+
+TEST_CASE(
+    "FSDP's flat gradient is one copy pass per unit, and torch's fresh buffers above 32 MiB pay first touch on gloo") {
+    // One unit, fp32 (param_dtype fp32): the root's flat gradient is every parameter, 4 bytes each.
+    Config c = fsdp_config("gpt2", 1, 8);
+    c.precision = Precision::fp32;
+    c.knobs = {{"auto_wrap_policy", "none"}};
+    calib::Calibration cal = calib::load_hardware("a100-sxm");
+    const SimResult r = simulate(c, cal);
+    const std::int64_t params = r.workload->param_count();
+    REQUIRE(params % 8 == 0);  // no padding on 8 ranks
+    std::vector<std::size_t> passes;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i)
+        if (r.plan.tasks[i].fresh_output) passes.push_back(i);
+    REQUIRE(passes.size() == 1);
+    const Task& flat = r.plan.tasks[passes.front()];
+    CHECK(flat.phase == Phase::gradient_copy);
+    CHECK(flat.bytes == 2 * params * 4);  // the views' gradients read, the flat one written
+    // The reduce-scatter waits for it.
+    bool reduce_after_flat = false;
+    for (const Task& t : r.plan.tasks)
+        if (t.kind == TaskKind::collective && t.collective == calib::CollectiveKind::reduce_scatter)
+            for (std::uint32_t d = t.dep_begin; d < t.dep_begin + t.dep_count; ++d)
+                reduce_after_flat |= r.plan.deps[d] == static_cast<std::int32_t>(passes.front());
+    CHECK(reduce_after_flat);
+
+    // Under torch's allocator (host_memory_reuse false) against an allocator that keeps memory.
+    cal.host.first_touch_gbps = 2.0;
+    Config kept = c;
+    kept.host_memory_reuse = true;
+    const auto extra = [&](const std::string& backend, const Config& config) {
+        cal.provenance.backend = backend;
+        const SimResult fresh = simulate(config, cal);
+        Config reuse = config;
+        reuse.host_memory_reuse = true;
+        const SimResult warm = simulate(reuse, cal);
+        const auto a = CostModel(cal).price(fresh.plan, *fresh.workload);
+        const auto b = CostModel(cal).price(warm.plan, *warm.workload);
+        std::map<std::string, double> out;  // ns added, by kind of task
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            const Task& t = fresh.plan.tasks[i];
+            if (t.kind == TaskKind::collective)
+                out[std::string(calib::to_string(t.collective))] += static_cast<double>(a[i] - b[i]);
+            else if (t.fresh_output)
+                out["flat"] += static_cast<double>(a[i] - b[i]);
+        }
+        return out;
+    };
+    const double bytes = static_cast<double>(params) * 4, ns_per_byte = 1 / 2.0;  // 2 GB/s
+    // gloo: the all-gather's fresh flat temporary and its gathered output; the
+    // reduce-scatter's clone of its input and its shard (62 MB, above 32 MiB too).
+    // FULL_SHARD's root gathers once (it stays unsharded after forward).
+    const auto gloo = extra("cpu-gloo-openblas", c);
+    CHECK(gloo.at("allgather") == Approx(2 * bytes * ns_per_byte).epsilon(1e-6));
+    CHECK(gloo.at("reduce_scatter") == Approx((bytes + bytes / 8) * ns_per_byte).epsilon(1e-6));
+    CHECK(gloo.at("flat") == Approx(bytes * ns_per_byte).epsilon(1e-6));
+    // MPI makes no temporaries: only what FSDP itself allocates.
+    const auto mpi = extra("cpu-mpi-openblas", c);
+    CHECK(mpi.at("allgather") == Approx(bytes * ns_per_byte).epsilon(1e-6));
+    CHECK(mpi.at("reduce_scatter") == Approx(bytes / 8 * ns_per_byte).epsilon(1e-6));
+    // A small model: every buffer under 32 MiB comes back warm from glibc's heap.
+    Config small = c;
+    small.model = "mlp-2x1024";
+    small.seq_len = 0;
+    for (const auto& [kind, ns] : extra("cpu-gloo-openblas", small)) {
+        INFO(kind);
+        CHECK(ns == 0);
     }
 }

@@ -76,6 +76,12 @@ private:
     NcclEnv nccl_env_;
     // Whether the calibration measured GEMM points in each layout (by GemmLayout).
     std::array<bool, 3> layout_measured_{};
+    // The collectives run over gloo, as torch's ProcessGroupGloo calls it: an
+    // all-gather lands in a fresh flat buffer and a reduce-scatter allreduces a
+    // fresh clone of its input (runtime/gloo_communicator.cpp). The calibration
+    // timed them with memory kept; torch's allocator gives those buffers fresh
+    // pages every call.
+    bool gloo_ = false;
 };
 
 using calib::busbw_factor;

@@ -103,6 +103,7 @@ struct Task {
     OptimizerImpl optimizer_impl{};              // optimizer passes: how they run (fused by default)
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer
+    bool fresh_output = false;                   // explicit passes: write a tensor allocated for them (first touch)
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
     std::uint32_t mem_begin = 0, mem_count = 0;  // into Plan::memory
 };
