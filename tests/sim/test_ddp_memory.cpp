@@ -248,7 +248,7 @@ std::int64_t allocated(const Plan& plan, const Task& t, MemCategory c) {
 
 TEST_CASE(
     "torch Adam (adam.py): foreach holds one parameter-size temporary, the for-loop three of the largest "
-    "tensor, fused none; 72 B per parameter unfused, 28 fused") {
+    "tensor, fused none, and 72 B per parameter unfused, 28 fused") {
     const auto cal = calib::load_hardware("h100-sxm");
     Config c = gpt2_config();
     c.model = "gpt2-xl";
