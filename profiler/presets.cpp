@@ -479,7 +479,7 @@ void use_socket_network(Calibration& c, const NcclSocketNet& net) {
                         "have one: h100-sxm, h200-sxm, a100-sxm, a100-40gb, b200)",
                         c.name));
     // NCCL reads each NIC's speed from /sys/class/net/*/speed.
-    const int channels = std::min(64, NcclSocketNet::kChannelsPerNic * net.nics);
+    const int channels = NcclSocketNet::kChannelsPerNic * net.nics;  // nics <= 16 (MAX_IFS): at most 32 of NCCL's 64
     for (NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes})
         *g = NcclGraph{channels, net.channel_gbps(), net.channel_gbps()};
     c.nccl.channels_nodes = channels;

@@ -307,6 +307,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 ns = collective_prices[static_cast<std::size_t>(it - collective_keys.begin())];
                 // Its output, where the strategy allocates it for the call (FSDP's all-gathers and reduce-scatters),
                 // and over gloo the buffer torch's ProcessGroupGloo allocates inside it (`gloo_`).
+                if (!fresh) break;  // GPUs, and allocators that keep memory: nothing to add
                 for (const MemoryDelta& d : plan.memory_of(t))
                     if (d.category == MemCategory::gradients || d.category == MemCategory::gathered)
                         ns += fresh_ns(d.bytes);

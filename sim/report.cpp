@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace dtsim::sim {
 
@@ -34,10 +35,16 @@ std::vector<std::string> nccl_choices(const SimResult& r, const Config& config, 
     return out;
 }
 
-std::string socket_summary(const Config& config, const calib::Calibration& calibration) {
+namespace {
+
+// The run's sockets where a socket network carries it across nodes.
+std::optional<NcclSockets> run_sockets(const Config& config, const calib::Calibration& calibration) {
     const calib::NcclSocketNet& net = calibration.nccl.socket;
-    if (!calibration.nccl.present() || !net.present() || config.topology.nodes < 2) return {};
-    const NcclSockets s = nccl_sockets(net, parse_nccl_env(config.env));
+    if (!calibration.nccl.present() || !net.present() || config.topology.nodes < 2) return std::nullopt;
+    return nccl_sockets(net, parse_nccl_env(config.env));
+}
+
+std::string socket_text(const NcclSockets& s, const calib::NcclSocketNet& net) {
     const double nic_share = net.channel_gbps();
     const auto origin = [](bool from_nic) { return from_nic ? " (the NIC's default)" : ""; };
     std::string out = fmt::format(
@@ -52,6 +59,13 @@ std::string socket_summary(const Config& config, const calib::Calibration& calib
                 fmt::format("; --env NCCL_SOCKET_NTHREADS={} --env NCCL_NSOCKS_PERTHREAD={} fills it", threads, socks);
     }
     return out;
+}
+
+}  // namespace
+
+std::string socket_summary(const Config& config, const calib::Calibration& calibration) {
+    const auto s = run_sockets(config, calibration);
+    return s ? socket_text(*s, calibration.nccl.socket) : std::string();
 }
 
 Json report_json(const SimResult& r, const Config& config, const calib::Calibration& calibration,
@@ -122,15 +136,15 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
         j["env"] = Json::object();
         for (const auto& [name, value] : config.env) j["env"][name] = value;
     }
-    if (const std::string sockets = socket_summary(config, calibration); !sockets.empty()) {
-        const NcclSockets s = nccl_sockets(calibration.nccl.socket, parse_nccl_env(config.env));
-        j["sockets"] = {{"network", calib::describe(calibration.nccl.socket)},
-                        {"threads", s.threads},
-                        {"socks_per_thread", s.socks_per_thread},
-                        {"flows_per_channel", s.flows},
-                        {"channel_gbps", std::min(s.channel_gbps, calibration.nccl.socket.channel_gbps())},
-                        {"nic_channel_gbps", calibration.nccl.socket.channel_gbps()},
-                        {"summary", sockets}};
+    if (const auto s = run_sockets(config, calibration)) {
+        const calib::NcclSocketNet& net = calibration.nccl.socket;
+        j["sockets"] = {{"network", calib::describe(net)},
+                        {"threads", s->threads},
+                        {"socks_per_thread", s->socks_per_thread},
+                        {"flows_per_channel", s->flows},
+                        {"channel_gbps", std::min(s->channel_gbps, net.channel_gbps())},
+                        {"nic_channel_gbps", net.channel_gbps()},
+                        {"summary", socket_text(*s, net)}};
     }
     j["collectives"] = Json::array();
     const std::vector<std::string> nccl = nccl_choices(r, config, calibration);
