@@ -92,21 +92,19 @@ void check_train(const sim::Plan& plan, const models::Workload& w, const sim::Co
         throw ConfigError(
             "train mode trains with adam or sgd; --optimizer adamw is simulated only "
             "(use --optimizer adam, or --mode replay).");
-    if (config.strategy != "ddp") return cpu::check_sharded_train(plan, w, config);
+    // A plan with shard groups keeps each rank's shards (FSDP, ZeRO); one without replicates the model (DDP).
+    if (!plan.shards.empty()) return cpu::check_sharded_train(plan, w, config);
     if (config.precision != sim::Precision::fp32)
         throw ConfigError("train mode runs fp32 only; use --precision fp32 or --mode replay.");
-    bool hooked = false;
-    for (const auto& [key, value] : config.knobs)
-        if (key == "comm_hook" && value != "allreduce") {
-            if (value != "fp16_compress" && value != "bf16_compress" && value != "powerSGD")
-                throw ConfigError(
-                    fmt::format("train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and "
-                                "powerSGD, not comm_hook={}; use --mode replay.",
-                                value));
-            hooked = true;
-        }
+    if (plan.hook.kind == sim::HookKind::other)
+        throw ConfigError(
+            fmt::format("train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and "
+                        "powerSGD, not comm_hook={}; use --mode replay.",
+                        plan.hook.name));
+    const bool hooked = plan.hook.kind != sim::HookKind::none;
     for (const auto& t : plan.tasks) {
-        if (t.kind == TaskKind::collective && t.bucket >= 0 && t.collective != calib::CollectiveKind::allreduce)
+        if (t.kind == TaskKind::collective && t.bucket >= 0 &&
+            (t.collective != calib::CollectiveKind::allreduce || t.role == sim::CollectiveRole::other))
             throw ConfigError("train mode needs every bucket reduced by one allreduce; use --mode replay.");
         if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
             t.phase != Phase::gradient_copy && !(hooked && t.phase == Phase::compression))
@@ -150,9 +148,7 @@ public:
         shared_.since.assign(plan.streams.size(), Clock::now());
         timings_.assign(static_cast<std::size_t>(options.steps),
                         std::vector<TaskTiming>(plan.tasks.size(), TaskTiming{}));
-        compute_stream_ = 0;
-        for (std::size_t s = 0; s < plan.streams.size(); ++s)
-            if (plan.streams[s].name == "compute") compute_stream_ = static_cast<int>(s);
+        compute_stream_ = plan.compute_stream;
         by_stream_.resize(plan.streams.size());
         for (std::size_t i = 0; i < plan.tasks.size(); ++i)
             by_stream_[static_cast<std::size_t>(plan.tasks[i].stream)].push_back(static_cast<int>(i));
@@ -160,7 +156,7 @@ public:
             if (t.phase == Phase::gradient_copy) has_gradient_copy_ = true;
         if (options.mode == Mode::train) {
             trainer_ = std::make_unique<cpu::MlpTrainer>(plan, w, config, options, rank, world);
-            if (config.strategy == "ddp") trainer_->enable_comm_hook(plan, w, config, options.steps);
+            if (plan.shards.empty()) trainer_->enable_comm_hook(plan, w, options.steps);
         }
         const std::filesystem::path dir = options.scratch_dir.empty() ? std::filesystem::temp_directory_path()
                                                                       : std::filesystem::path(options.scratch_dir);
@@ -313,7 +309,7 @@ private:
             }
             if (stream == compute_stream_ && i == by_stream_[static_cast<std::size_t>(stream)].front()) inject(step);
             const auto start = Clock::now();
-            run_task(t, stream);
+            run_task(i, stream);
             const auto end = Clock::now();
             timing[static_cast<std::size_t>(i)] = {
                 std::chrono::duration_cast<std::chrono::nanoseconds>(start - t0).count(),
@@ -353,7 +349,8 @@ private:
         gathered_.push_back(std::move(rows));
     }
 
-    void run_task(const sim::Task& t, int stream) {
+    void run_task(int index, int stream) {
+        const sim::Task& t = plan_.tasks[static_cast<std::size_t>(index)];
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
         const GroupComm* group = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : nullptr;
         runtime::Communicator* comm = group != nullptr ? group->comm.get() : nullptr;
@@ -361,7 +358,7 @@ private:
         if (group != nullptr && !runtime::wait_for_peers(group->mpi, &shared_.failed))
             throw std::runtime_error("another stream failed");
         if (trainer_) {
-            if (trainer_->run_sharded(t, comm)) return;
+            if (trainer_->run_sharded(index, comm)) return;
             if (t.kind == TaskKind::compute && t.layer >= 0) {
                 if (t.phase == Phase::backward)
                     trainer_->backward(t.micro_step, t.layer);

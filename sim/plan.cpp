@@ -64,6 +64,20 @@ std::string_view to_string(Transfer t) {
     return "?";
 }
 
+std::string_view to_string(CollectiveRole r) {
+    switch (r) {
+        case CollectiveRole::other: return "other";
+        case CollectiveRole::bucket: return "bucket";
+        case CollectiveRole::compressed: return "compressed";
+        case CollectiveRole::uncompressed: return "uncompressed";
+        case CollectiveRole::powersgd_p: return "powersgd_p";
+        case CollectiveRole::powersgd_q: return "powersgd_q";
+        case CollectiveRole::parameter_gather: return "parameter_gather";
+        case CollectiveRole::gradient_reduce: return "gradient_reduce";
+    }
+    return "?";
+}
+
 int Plan::add_stream(std::string name, TaskKind kind) {
     streams.push_back({std::move(name), kind});
     return static_cast<int>(streams.size()) - 1;
@@ -106,6 +120,18 @@ void Plan::release(MemCategory c, std::int64_t bytes) {
     if (bytes == 0) return;
     memory.push_back({c, -bytes});
     ++tasks.back().mem_count;
+}
+
+void Plan::set_role(CollectiveRole role, std::span<const std::int32_t> shard_groups) {
+    DTSIM_ASSERT(!tasks.empty() && tasks.back().kind == TaskKind::collective, "a role belongs to a collective");
+    Task& t = tasks.back();
+    t.role = role;
+    t.shard_begin = static_cast<std::uint32_t>(task_shards.size());
+    t.shard_count = static_cast<std::uint32_t>(shard_groups.size());
+    for (std::int32_t g : shard_groups) {
+        DTSIM_ASSERT(g >= 0 && g < static_cast<std::int32_t>(shards.size()), "a collective moves known shard groups");
+        task_shards.push_back(g);
+    }
 }
 
 }  // namespace dtsim::sim

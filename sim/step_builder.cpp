@@ -10,6 +10,8 @@ namespace dtsim::sim {
 StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Config& config)
     : plan_(plan), w_(workload), c_(config) {
     compute_ = plan_.add_stream("compute", TaskKind::compute);
+    plan_.compute_stream = compute_;
+    plan_.compute_dtype = w_.activation_dtype;
     const int n = layers();
     segment_first_.assign(static_cast<std::size_t>(n), -1);
     segment_last_.assign(static_cast<std::size_t>(n), -1);

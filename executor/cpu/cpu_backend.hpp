@@ -64,7 +64,7 @@ public:
     // Sharded strategies: runs `t` (the plan's task) on the real shards and
     // returns true; false when this trainer is DDP's or `t` is not its work
     // (replay it). `comm`: the task's group communicator (collectives only).
-    bool run_sharded(const sim::Task& t, runtime::Communicator* comm);
+    bool run_sharded(int task, runtime::Communicator* comm);
     // The full parameters, identical on every rank. Collective on
     // MPI_COMM_WORLD for sharded strategies (their shards are all-gathered);
     // call it on every rank, with no other task running.
@@ -72,9 +72,10 @@ public:
     struct Sharding;  // opaque: mlp_sharding.hpp
 
     // DDP communication hooks (mlp_hooks.cpp): fp16_compress, bf16_compress
-    // and powerSGD with real math. Call once after construction (DDP); a no-op
-    // for comm_hook=allreduce. Throws ConfigError for hooks train mode cannot run.
-    void enable_comm_hook(const sim::Plan& plan, const models::Workload& w, const sim::Config& config, int steps);
+    // and powerSGD with real math, as the plan's hook and bucket ranks say. Call
+    // once after construction (DDP); a no-op for the Reducer's own allreduce.
+    // Throws ConfigError for hooks train mode cannot run.
+    void enable_comm_hook(const sim::Plan& plan, const models::Workload& w, int steps);
     // Runs the plan's bucket collective `t`: reduce_bucket without a hook, else
     // the hook's part of the bucket's reduction that `t` carries (its bytes are
     // checked against the real buffer).
@@ -118,9 +119,9 @@ struct HookDiagnostics {
 };
 HookDiagnostics& hook_diagnostics();
 
-// Train mode's preconditions for FSDP and DeepSpeed ZeRO: throws ConfigError
-// naming the strategy or knob that train mode cannot run (offload, hybrid
-// sharding, mixed precision, per-owner reduces, ...).
+// Train mode's preconditions for a plan with shard groups (FSDP, DeepSpeed
+// ZeRO): throws ConfigError naming what in the plan train mode cannot run
+// (offload, collectives over other groups, mixed precision, per-owner reduces, ...).
 void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const sim::Config& config);
 
 }  // namespace dtsim::executor::cpu

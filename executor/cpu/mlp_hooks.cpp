@@ -7,10 +7,9 @@
 //    half, which is exactly NCCL's half sum on 2 ranks (convert both operands
 //    to float, add, round once) and within (world - 1) / 2 half ulps of NCCL's
 //    per-hop rounding on more.
-//  - powerSGD: per gradient viewed as n x m (tensor.view(shape[0], -1)), rank
-//    r = min(n, m, matrix_approximation_rank) when (n + m) r
-//    min_compression_rate < n m; others (1-D tensors) are allreduced
-//    uncompressed. P = M Q, allreduce P, orthogonalize P (Gram-Schmidt),
+//  - powerSGD: per gradient viewed as n x m (tensor.view(shape[0], -1)), at
+//    the rank r the plan gives it (BucketInfo::ranks: the simulator's
+//    _should_compress decides; r = 0 is allreduced uncompressed). P = M Q, allreduce P, orthogonalize P (Gram-Schmidt),
 //    Q = M^T P, allreduce Q, divide by the world, M ~ P Q^T; error feedback and
 //    warm start as powerSGD_hook. Iterations before start_powerSGD_iter (the
 //    executor's step + 1 is the iteration) run the vanilla allreduce.
@@ -20,7 +19,6 @@
 
 #include "dtsim/common/error.hpp"
 #include "dtsim/common/half.hpp"
-#include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
 
@@ -109,7 +107,6 @@ struct MlpTrainer::HookState {
         std::vector<std::pair<std::int64_t, std::int64_t>> uncompressed;  // (offset, elements)
         std::int64_t elements = 0, u_elements = 0, p_elements = 0, q_elements = 0;
         int collectives = 0;  // the plan's per step
-        int position = 0;     // the next one to run
         std::int64_t iteration = 1;
         bool vanilla = false;     // this step runs the plain allreduce
         bool have_pq = false;     // warm start: P and Q kept from the last compressed step
@@ -118,40 +115,34 @@ struct MlpTrainer::HookState {
         std::vector<runtime::Half> half;  // fp16_compress: the bucket as sent
     };
     Hook hook = Hook::fp16;
-    std::int64_t rank = 1, start = 1000;
-    double min_rate = 2;
+    std::int64_t start = 1000;
     bool error_feedback = true, warm_start = true;
     std::vector<Bucket> buckets;
 };
 
-void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
-                                  int steps) {
-    const auto& entry = sim::strategies().find(config.strategy);
-    const sim::Knobs k(entry.name, entry.value.knobs, config.knobs);
-    const std::string& name = k.text("comm_hook");
-    if (name == "allreduce") return;
+void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload& w, int steps) {
+    const sim::CommHookSpec& spec = plan.hook;
+    if (spec.kind == sim::HookKind::none) return;
     auto s = std::make_shared<HookState>();
-    if (name == "fp16_compress")
+    if (spec.name == "fp16_compress")
         s->hook = Hook::fp16;
-    else if (name == "bf16_compress")
+    else if (spec.name == "bf16_compress")
         s->hook = Hook::bf16;
-    else if (name == "powerSGD")
+    else if (spec.kind == sim::HookKind::powersgd)
         s->hook = Hook::powersgd;
     else
         throw ConfigError(fmt::format(
             "train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and powerSGD, not comm_hook={}; "
             "use --mode replay.",
-            name));
+            spec.name));
     if (s->hook == Hook::powersgd) {
-        if (k.text("comm_wrapper") != "none")
-            throw ConfigError(fmt::format("train mode runs powerSGD without comm_wrapper={}; use --mode replay.",
-                                          k.text("comm_wrapper")));
-        s->rank = std::llround(k.number("matrix_approximation_rank"));
-        s->start = std::llround(k.number("start_powerSGD_iter"));
-        s->min_rate = k.number("min_compression_rate");
-        s->error_feedback = k.boolean("use_error_feedback");
-        s->warm_start = k.boolean("warm_start");
-        if (k.number("orthogonalization_epsilon") != 0)
+        if (!spec.wrapper.empty())
+            throw ConfigError(
+                fmt::format("train mode runs powerSGD without comm_wrapper={}; use --mode replay.", spec.wrapper));
+        s->start = spec.start_iter;
+        s->error_feedback = spec.error_feedback;
+        s->warm_start = spec.warm_start;
+        if (spec.orthogonalization_epsilon != 0)
             throw ConfigError("train mode runs powerSGD with orthogonalization_epsilon=0 only; use --mode replay.");
     }
     std::vector<const models::Parameter*> params(params_.size(), nullptr);
@@ -160,14 +151,15 @@ void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload&
     s->buckets.resize(plan.buckets.size());
     for (const auto& b : plan.buckets) {
         auto& hb = s->buckets[static_cast<std::size_t>(b.index)];
-        for (int index : b.params) {
-            const models::Parameter& p = *params[static_cast<std::size_t>(index)];
+        DTSIM_ASSERT(b.ranks.empty() || b.ranks.size() == b.params.size(), "a rank per bucket tensor");
+        for (std::size_t i = 0; i < b.params.size(); ++i) {
+            const models::Parameter& p = *params[static_cast<std::size_t>(b.params[i])];
             const std::int64_t numel = p.numel();
+            // PowerSGD's view of the gradient (tensor.view(shape[0], -1)), at the rank the plan compresses it to.
             const std::int64_t n = p.shape.empty() ? 1 : p.shape.front();
             const std::int64_t m = n > 0 ? numel / n : 0;
-            const std::int64_t r = std::min({n, m, s->rank});
-            if (s->hook == Hook::powersgd &&
-                static_cast<double>((n + m) * r) * s->min_rate < static_cast<double>(n * m)) {
+            const std::int64_t r = s->hook == Hook::powersgd && !b.ranks.empty() ? b.ranks[i] : 0;
+            if (r > 0) {
                 hb.matrices.push_back({hb.elements, n, m, r, {}, {}});
                 hb.p_elements += n * r;
                 hb.q_elements += m * r;
@@ -205,9 +197,9 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
     auto& diag = hook_diagnostics();
     const int world = comm.size();
     DTSIM_ASSERT(world == world_, "the bucket's group is every rank");
-    const int pos = b.position;
-    b.position = (b.position + 1) % b.collectives;
-    const bool last = b.position == 0;
+    // Which of the hook's collectives of the bucket `t` is, by the role the plan gives it.
+    const int pos = t.role == sim::CollectiveRole::powersgd_p ? 1 : t.role == sim::CollectiveRole::powersgd_q ? 2 : 0;
+    const bool last = pos == b.collectives - 1;
     auto& flat = b.flat;
     const auto gather = [&] {
         flat.clear();

@@ -1,8 +1,9 @@
 // Train mode for the sharded strategies: the MLP of mlp_train.cpp under FSDP
 // (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD) and DeepSpeed ZeRO stages 1-3, fp32.
 // Each rank keeps only its shards of the parameters, of the averaged
-// gradients and of the optimizer state; the plan's collectives move the real
-// data:
+// gradients and of the optimizer state, split as the plan's shard groups say;
+// the plan's collectives move the real data, as their roles say (nothing here
+// knows which strategy built the plan):
 //   - all-gather: the shards of an FSDP unit's flat parameter, of a ZeRO-3
 //     layer's (or the persistent) tensors, or ZeRO 1/2's whole flat partition
 //     after the step, assembled into the full parameters the layers compute with;
@@ -17,10 +18,7 @@
 #include "cpu_backend.hpp"
 #include "mlp_sharding.hpp"
 
-#include "dtsim/sim/fsdp_wrap.hpp"
-
 #include "dtsim/common/error.hpp"
-#include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
 
@@ -38,20 +36,8 @@ using sim::Phase;
 using sim::TaskKind;
 using Sharding = MlpTrainer::Sharding;
 
-sim::Knobs knobs_of(const sim::Config& config) {
-    const auto& entry = sim::strategies().find(config.strategy);
-    return sim::Knobs(entry.name, entry.value.knobs, config.knobs);
-}
-
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
     return (a + b - 1) / b;
-}
-
-// FSDP's units, wrapped exactly as the strategy wraps them: unit 0 is the root.
-std::vector<int> fsdp_units(const models::Workload& w, const sim::Knobs& k, int& count) {
-    std::vector<int> unit_of = sim::fsdp_unit_of_layer(w, k);
-    count = *std::max_element(unit_of.begin(), unit_of.end()) + 1;
-    return unit_of;
 }
 
 // Calls fn(parameter, first element, flat position, count) for the parameter
@@ -118,40 +104,39 @@ void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const
     const auto fail = [](const std::string& what) {
         return ConfigError(fmt::format("train mode cannot run {}; use --mode replay for it.", what));
     };
-    if (config.strategy != "fsdp" && config.strategy != "deepspeed")
-        throw ConfigError(fmt::format(
-            "train mode runs the ddp, fsdp and deepspeed strategies only, not '{}'; use --mode replay for it.",
-            config.strategy));
     if (config.precision != sim::Precision::fp32)
         throw fail(fmt::format("--precision {} (mixed precision; train mode runs fp32 only)",
                                sim::to_string(config.precision)));
     if (config.activation_checkpointing) throw fail("activation checkpointing");
-    const sim::Knobs k = knobs_of(config);
-    if (config.strategy == "fsdp") {
-        const std::string& s = k.text("sharding_strategy");
-        if (s != "FULL_SHARD" && s != "SHARD_GRAD_OP" && s != "NO_SHARD")
-            throw fail(fmt::format("fsdp sharding_strategy={} (hybrid sharding)", s));
-        if (k.boolean("cpu_offload")) throw fail("fsdp cpu_offload=true (offload)");
-        for (const char* name : {"param_dtype", "reduce_dtype"})
-            if (k.text(name) != "auto" && k.text(name) != "fp32")
-                throw fail(fmt::format("fsdp {}={} (mixed precision)", name, k.text(name)));
-    } else {
-        for (const char* name : {"offload_optimizer", "offload_param"})
-            if (k.text(name) != "none") throw fail(fmt::format("deepspeed {}={} (offload)", name, k.text(name)));
-        if (k.number("stage") < 3 && k.boolean("reduce_scatter") && !k.boolean("use_multi_rank_bucket_allreduce"))
-            throw fail("deepspeed use_multi_rank_bucket_allreduce=false (one reduce per owning rank)");
-    }
+    if (plan.compute_dtype != DType::fp32)
+        throw fail(fmt::format("layers computing in {} (mixed precision, e.g. FSDP's param_dtype)",
+                               to_string(plan.compute_dtype)));
     for (const auto& t : plan.tasks) {
-        if (t.kind == TaskKind::copy || t.kind == TaskKind::io) throw fail("copy or I/O tasks (offload)");
+        if (t.kind == TaskKind::copy || t.kind == TaskKind::io)
+            throw fail(
+                "copies to and from the host or NVMe (offload: FSDP's cpu_offload, DeepSpeed's "
+                "offload_optimizer or offload_param)");
         if (t.kind == TaskKind::host_compute && (t.elements > 0 || t.fixed_ns == 0))
-            throw fail("a host optimizer (offload)");
+            throw fail("an optimizer step on the host (offload: DeepSpeed's offload_optimizer, FSDP's cpu_offload)");
         if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
             t.phase != Phase::gradient_copy)
             throw fail(fmt::format("{} passes", sim::to_string(t.phase)));
         if (t.kind == TaskKind::compute && t.phase == Phase::recompute) throw fail("recompute passes");
-        if (t.kind == TaskKind::collective && t.collective != CollectiveKind::allgather &&
-            t.collective != CollectiveKind::reduce_scatter && t.collective != CollectiveKind::allreduce)
-            throw fail(fmt::format("{} collectives", calib::to_string(t.collective)));
+        if (t.kind != TaskKind::collective) continue;
+        if (t.collective != CollectiveKind::allgather && t.collective != CollectiveKind::reduce_scatter &&
+            t.collective != CollectiveKind::allreduce)
+            throw fail(
+                fmt::format("{} collectives (e.g. DeepSpeed's per-owner reduces, "
+                            "use_multi_rank_bucket_allreduce=false)",
+                            calib::to_string(t.collective)));
+        if (t.dtype != DType::fp32)
+            throw fail(fmt::format("{} collectives (mixed precision, e.g. FSDP's param_dtype or reduce_dtype)",
+                                   to_string(t.dtype)));
+        if (t.role == sim::CollectiveRole::other)
+            throw fail(
+                fmt::format("a {} that moves no shard group or bucket (e.g. hybrid sharding's "
+                            "all-reduce across nodes)",
+                            calib::to_string(t.collective)));
     }
 }
 
@@ -160,45 +145,27 @@ MlpTrainer::~MlpTrainer() = default;
 MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const sim::Config& config,
                        const ExecOptions& options, int rank, int world)
     : MlpTrainer(w, config, options, rank, world, plan.buckets.size()) {
-    if (config.strategy == "ddp") return;
+    if (plan.shards.empty()) return;  // DDP: every rank holds the whole model
     check_sharded_train(plan, w, config);
-    const sim::Knobs k = knobs_of(config);
     auto s = std::make_unique<Sharding>();
     const int params = static_cast<int>(params_.size());
     const int micro_steps = config.grad_accum;
     const int last = micro_steps - 1;
-    const bool fsdp = config.strategy == "fsdp";
-    const int stage = fsdp ? 0 : static_cast<int>(std::lround(k.number("stage")));
 
-    // ---- shard groups
-    std::vector<int> fsdp_unit_of;
-    auto add_group = [&](std::vector<int> members, int n) {
+    // ---- shard groups, as the plan splits the parameters
+    for (const sim::ShardGroup& pg : plan.shards) {
         Sharding::Group g;
-        g.params = std::move(members);
-        g.n = n;
-        g.index = n == 1 ? 0 : rank;
+        g.params = pg.params;
+        g.n = pg.ranks;
+        DTSIM_ASSERT(g.n == 1 || g.n == world, "a shard group spans one rank or all");
+        g.index = g.n == 1 ? 0 : rank;
         for (int p : g.params) {
+            DTSIM_ASSERT(p >= 0 && p < params, "a shard group holds the model's parameters");
             g.offsets.push_back(g.numel);
             g.numel += static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
         }
-        g.shard = ceil_div(g.numel, n);
+        g.shard = ceil_div(g.numel, g.n);
         s->groups.push_back(std::move(g));
-    };
-    if (fsdp) {
-        int units = 0;
-        fsdp_unit_of = fsdp_units(w, k, units);
-        const bool shard = k.text("sharding_strategy") != "NO_SHARD" && world > 1;
-        std::vector<std::vector<int>> members(static_cast<std::size_t>(units));
-        for (std::size_t l = 0; l < w.layers.size(); ++l)
-            for (const auto& p : w.layers[l].params)
-                members[static_cast<std::size_t>(fsdp_unit_of[l])].push_back(p.index);
-        for (auto& m : members) add_group(std::move(m), shard ? world : 1);
-    } else if (stage < 3) {
-        std::vector<int> all(static_cast<std::size_t>(params));
-        for (int p = 0; p < params; ++p) all[static_cast<std::size_t>(p)] = p;
-        add_group(std::move(all), world);
-    } else {
-        for (int p = 0; p < params; ++p) add_group({p}, world);
     }
     s->loc.resize(static_cast<std::size_t>(params));
     for (std::size_t g = 0; g < s->groups.size(); ++g) {
@@ -218,31 +185,15 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
                                        gr.param.begin() + (flat - gr.index * gr.shard));
                        });
     }
+    for (int p = 0; p < params; ++p)
+        DTSIM_ASSERT(s->loc[static_cast<std::size_t>(p)].group >= 0, "every parameter is in a shard group");
     s->slots.assign(static_cast<std::size_t>(micro_steps), grads_);
 
-    // ---- what each task does
+    // ---- what each task does: its kind and phase, and for collectives the role and shard groups the plan gives
     const auto& tasks = plan.tasks;
     s->tasks = tasks.data();
     s->actions.resize(tasks.size());
-    // ZeRO-3: the layer whose forward or backward waits for each all-gather.
-    std::vector<int> gather_layer(tasks.size(), -1);
-    for (const auto& t : tasks)
-        if (!fsdp && stage == 3 && t.kind == TaskKind::compute && t.layer >= 0)
-            for (auto d : plan.deps_of(t)) {
-                const auto& dt = tasks[static_cast<std::size_t>(d)];
-                if (dt.kind != TaskKind::collective || dt.collective != CollectiveKind::allgather) continue;
-                auto& gl = gather_layer[static_cast<std::size_t>(d)];
-                DTSIM_ASSERT(gl < 0 || gl == t.layer, "an all-gather feeds one layer");
-                gl = t.layer;
-            }
-    const std::int64_t persistence =
-        !fsdp && stage == 3 ? std::llround(k.number("stage3_param_persistence_threshold")) : 0;
-    auto bucket_params = [&](const sim::Task& t) -> const std::vector<int>& {
-        DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(plan.buckets.size()), "a reduction names its bucket");
-        return plan.buckets[static_cast<std::size_t>(t.bucket)].params;
-    };
     bool optimizer_seen = false;
-    int next_persistent = 0;  // ZeRO-3: the persistent tensor the next post-step all-gather brings back
     for (std::size_t i = 0; i < tasks.size(); ++i) {
         const auto& t = tasks[i];
         auto& a = s->actions[i];
@@ -261,46 +212,45 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
         }
         if (t.kind != TaskKind::collective) continue;  // ZeRO-3's host hooks replay (they spin)
         const int group_size = plan.groups[static_cast<std::size_t>(t.group)].size;
-        if (t.collective == CollectiveKind::allgather) {
-            a.op = Sharding::Op::gather;
-            s->gathers = true;
-            if (fsdp) {
-                DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(s->groups.size()), "FSDP gathers a unit");
-                a.groups = {t.bucket};
-            } else if (stage < 3) {
-                a.groups = {0};
-            } else if (const int l = gather_layer[i]; l >= 0) {
-                // A layer's fetch: its non-persistent tensors.
-                for (int p = 2 * l; p < 2 * l + 2 && p < params; ++p)
-                    if (static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size()) > persistence)
-                        a.groups.push_back(p);
-            } else {
-                // _post_step: one all-gather per persistent tensor, in parameter order.
-                while (next_persistent<params&& static_cast<std::int64_t>(
-                           params_[static_cast<std::size_t>(next_persistent)].size())>
-                           persistence)
-                    ++next_persistent;
-                DTSIM_ASSERT(next_persistent < params, "each post-step all-gather has a persistent tensor");
-                a.groups = {next_persistent++};
-            }
-        } else {
-            a.op =
-                t.collective == CollectiveKind::reduce_scatter ? Sharding::Op::reduce_scatter : Sharding::Op::allreduce;
+        const auto moved = plan.shards_of(t);
+        a.groups.assign(moved.begin(), moved.end());
+        switch (t.role) {
+            case sim::CollectiveRole::parameter_gather:
+                DTSIM_ASSERT(t.collective == CollectiveKind::allgather && !a.groups.empty(),
+                             "a parameter gather all-gathers shard groups");
+                a.op = Sharding::Op::gather;
+                s->gathers = true;
+                break;
+            case sim::CollectiveRole::gradient_reduce:
+                DTSIM_ASSERT(!a.groups.empty(), "a gradient reduction names its shard groups");
+                if (t.collective == CollectiveKind::reduce_scatter) {
+                    a.op = Sharding::Op::reduce_scatter;
+                } else {
+                    // An allreduce of whole groups (FSDP NO_SHARD): their parameters, each rank keeping its slice.
+                    a.op = Sharding::Op::allreduce;
+                    for (int g : a.groups) {
+                        const auto& members = s->groups[static_cast<std::size_t>(g)].params;
+                        a.params.insert(a.params.end(), members.begin(), members.end());
+                    }
+                    a.groups.clear();
+                }
+                break;
+            case sim::CollectiveRole::bucket:
+                // A bucket reduced whole (ZeRO 1/2): its gradients, each rank keeping its slice.
+                DTSIM_ASSERT(t.collective == CollectiveKind::allreduce && t.bucket >= 0 &&
+                                 t.bucket < static_cast<int>(plan.buckets.size()),
+                             "a bucket reduction allreduces a known bucket");
+                a.op = Sharding::Op::allreduce;
+                a.params = plan.buckets[static_cast<std::size_t>(t.bucket)].params;
+                break;
+            default:
+                DTSIM_ASSERT(false, fmt::format("task {}: a sharded plan's collective moves shard groups or a bucket, "
+                                                "not {}",
+                                                i, sim::to_string(t.role)));
+        }
+        if (a.op != Sharding::Op::gather) {
             s->reductions = true;
             if (t.micro_step < last) s->every_micro_step = true;
-            if (fsdp) {
-                DTSIM_ASSERT(t.bucket >= 0 && t.bucket < static_cast<int>(s->groups.size()), "FSDP reduces a unit");
-                if (a.op == Sharding::Op::reduce_scatter)
-                    a.groups = {t.bucket};
-                else
-                    a.params = s->groups[static_cast<std::size_t>(t.bucket)].params;
-            } else if (a.op == Sharding::Op::reduce_scatter) {
-                DTSIM_ASSERT(stage == 3, "ZeRO 1/2 reduce buckets by allreduce");
-                for (int p : bucket_params(t)) a.groups.push_back(s->loc[static_cast<std::size_t>(p)].group);
-            } else {
-                DTSIM_ASSERT(stage < 3, "ZeRO-3 reduce-scatters its buckets");
-                a.params = bucket_params(t);
-            }
         }
         // The executor and the simulator must agree on what moves.
         std::int64_t bytes = 0;
@@ -342,12 +292,12 @@ void MlpTrainer::flatten(std::int64_t bytes) {
     g_flatten_sink = flatten_into_[n / 2];
 }
 
-bool MlpTrainer::run_sharded(const sim::Task& t, runtime::Communicator* comm) {
+bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
     if (!sharding_) return false;
     Sharding& s = *sharding_;
-    const std::ptrdiff_t i = &t - s.tasks;
-    DTSIM_ASSERT(i >= 0 && i < static_cast<std::ptrdiff_t>(s.actions.size()), "the task is the plan's");
-    const Sharding::Action& a = s.actions[static_cast<std::size_t>(i)];
+    DTSIM_ASSERT(task >= 0 && task < static_cast<int>(s.actions.size()), "the task is the plan's");
+    const sim::Task& t = s.tasks[task];
+    const Sharding::Action& a = s.actions[static_cast<std::size_t>(task)];
     const auto m = static_cast<std::size_t>(t.micro_step);
     // The gradient a reduction at micro-step m sends: that micro-step's, or the
     // sum of all so far when only the last micro-step reduces (no_sync, stage 1).

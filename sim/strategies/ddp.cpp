@@ -142,15 +142,13 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
     const auto buckets = ddp_buckets(w, params, config, knobs, plan.notes);
     // A bucket is ready when the earliest layer holding one of its parameters finishes backward.
     std::vector<int> ready_layer(buckets.size(), std::numeric_limits<int>::max());
-    std::vector<HookBucket> hook_buckets;
     for (std::size_t b = 0; b < buckets.size(); ++b) {
         std::int64_t bytes = 0;
         for (int p : buckets[b]) {
             ready_layer[b] = std::min(ready_layer[b], params[static_cast<std::size_t>(p)].layer);
             bytes += params[static_cast<std::size_t>(p)].numel * element_bytes;
         }
-        plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
-        hook_buckets.push_back({static_cast<int>(b), bytes, buckets[b]});
+        plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b], {}});
     }
     std::vector<const models::Parameter*> shapes(params.size(), nullptr);
     for (const auto& layer : w.layers)
@@ -168,7 +166,10 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
         plan.resident[static_cast<int>(MemCategory::buckets)] = psi * element_bytes;
     if (hook.value.resident_bytes)
         plan.resident[static_cast<int>(MemCategory::error_feedback)] =
-            hook.value.resident_bytes(hook_ctx, hook_buckets);
+            hook.value.resident_bytes(hook_ctx, plan.buckets);
+    plan.hook.kind = hook.value.kind;
+    plan.hook.name = hook.name;
+    if (hook.value.describe) hook.value.describe(knobs, plan.hook);
 
     std::vector<std::int32_t> reduced;
     std::vector<std::int32_t> backward_task(w.layers.size(), -1);
@@ -214,7 +215,7 @@ Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& kno
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
             while (next_bucket < buckets.size() && ready_layer[next_bucket] >= li) {
                 const auto ready = backward_task[static_cast<std::size_t>(ready_layer[next_bucket])];
-                reduced.push_back(hook.value.reduce(hook_ctx, hook_buckets[next_bucket], ready));
+                reduced.push_back(hook.value.reduce(hook_ctx, plan.buckets[next_bucket], ready));
                 ++next_bucket;
             }
         }

@@ -128,6 +128,12 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         shard_total += u.shard;
     }
     auto unit = [&](int u) -> const Unit& { return units[static_cast<std::size_t>(u)]; };
+    // Each unit's FlatParameter is shard group u: its layers' parameters in order.
+    plan.shards.resize(units.size());
+    for (std::size_t l = 0; l < w.layers.size(); ++l)
+        for (const auto& p : w.layers[l].params)
+            plan.shards[static_cast<std::size_t>(unit_of[l])].params.push_back(p.index);
+    for (auto& g : plan.shards) g.ranks = shard_ranks;
 
     const int micro_steps = config.grad_accum;
     const std::size_t layer_count = w.layers.size();
@@ -137,6 +143,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     plan.deps.reserve(expected_tasks * 2);
     plan.memory.reserve(expected_tasks * 3);
     StepBuilder step(plan, w, config);
+    if (param_dtype != DType::fp32) plan.compute_dtype = param_dtype;  // MixedPrecision casts the flat parameter
     // MixedPrecision casts the flat parameter itself, so with param_dtype equal to
     // the compute dtype autocast finds no fp32 weights to cache (§3.7, §6). NO_SHARD
     // keeps the copies, as the stand-in for its low-precision copy of each unit,
@@ -192,6 +199,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         const std::int32_t deps[] = {ready, limiter()};
         const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
                                                     shard_group_stream, deps, m, u, param_dtype);
+        plan.set_role(CollectiveRole::parameter_gather, {u});
         plan.alloc(MemCategory::gathered, un.padded * param_bytes);
         if (offload) plan.release(MemCategory::gathered, shard_bytes * un.shard);
         unsharded[static_cast<std::size_t>(u)] = 1;
@@ -244,6 +252,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         if (sharded) {
             done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
                                    shard_group_stream, after, m, u, reduce_dtype);
+            plan.set_role(CollectiveRole::gradient_reduce, {u});
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
@@ -257,6 +266,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
             done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
                                    all_reduce_stream, after, m, u, reduce_dtype);
+            plan.set_role(CollectiveRole::gradient_reduce, {u});
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
         } else {

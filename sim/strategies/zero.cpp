@@ -199,6 +199,15 @@ std::vector<Grad> arrival_order(const models::Workload& w, bool pad, int n) {
     return out;
 }
 
+// Every parameter index, in model.parameters() order.
+std::vector<int> parameters_in_order(const models::Workload& w) {
+    std::vector<int> out;
+    for (const auto& layer : w.layers)
+        for (const auto& p : layer.params) out.push_back(p.index);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 // ---------------------------------------------------------------- stages 1, 2
 
 void lower_stage12(Lowering& s) {
@@ -211,8 +220,10 @@ void lower_stage12(Lowering& s) {
 
     const std::vector<Grad> grads = arrival_order(w, false, s.n);
     const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
+    // One shard group: the flat partition of every parameter, in model.parameters() order.
+    plan.shards.push_back({parameters_in_order(w), s.n});
     for (std::size_t i = 0; i < buckets.size(); ++i) {
-        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}};
+        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}, {}};
         for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
         plan.buckets.push_back(std::move(info));
     }
@@ -329,6 +340,7 @@ void lower_stage12(Lowering& s) {
             last_reduction =
                 step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi),
                                 s.dtype);
+            plan.set_role(CollectiveRole::bucket);
             plan.alloc(MemCategory::other, flat_copy);
             plan.release(MemCategory::other, flat_copy);
         }
@@ -450,6 +462,7 @@ void lower_stage12(Lowering& s) {
         // all_gather_dp_groups: one all-gather of every 16-bit parameter (S = b * part * N).
         const std::int32_t deps[] = {updated};
         step.collective(CollectiveKind::allgather, s.b * part * s.n, s.world, nccl, deps, s.last, -1, s.dtype);
+        plan.set_role(CollectiveRole::parameter_gather, {0});
     }
 }
 
@@ -466,6 +479,7 @@ struct Layer3 {
     std::int64_t gather_elems = 0;   // non-persistent elements (ds_numel), what prefetch counts
     std::int64_t gather_padded = 0;  // the same, each tensor padded to N: the all-gather's elements
     std::int64_t part_elems = 0;     // this rank's partitions of them
+    std::vector<std::int32_t> gathered;  // their tensors: shard groups (one per tensor)
 };
 
 void lower_stage3(Lowering& s) {
@@ -481,26 +495,34 @@ void lower_stage3(Lowering& s) {
     // <= stage3_param_persistence_threshold elements persist whole on every rank.
     std::vector<Layer3> layers(static_cast<std::size_t>(nl));
     std::int64_t part = 0, persist = 0;
-    // Each persistent tensor's elements and padded elements, in parameter order.
-    std::vector<std::pair<std::int64_t, std::int64_t>> persistent;
+    // Each persistent tensor: its shard group, elements and padded elements, in parameter order.
+    struct Persistent {
+        std::int32_t group = 0;
+        std::int64_t numel = 0, padded = 0;
+    };
+    std::vector<Persistent> persistent;
+    // Every tensor is its own shard group (group p holds parameter p).
+    plan.shards.resize(parameters_in_order(w).size());
     for (int l = 0; l < nl; ++l)
         for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
             const std::int64_t numel = p.numel(), pn = ceil_div(numel, s.n);
+            plan.shards[static_cast<std::size_t>(p.index)] = {{p.index}, s.n};
             part += pn;
             if (numel <= z.persistence_elems) {
                 persist += numel;
-                persistent.emplace_back(numel, pn * s.n);
+                persistent.push_back({p.index, numel, pn * s.n});
             } else {
                 auto& li = layers[static_cast<std::size_t>(l)];
                 li.gather_elems += numel;
                 li.gather_padded += pn * s.n;
                 li.part_elems += pn;
+                li.gathered.push_back(p.index);
             }
         }
     const std::vector<Grad> grads = arrival_order(w, true, s.n);
     const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
     for (std::size_t i = 0; i < buckets.size(); ++i) {
-        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}};
+        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}, {}};
         for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
         plan.buckets.push_back(std::move(info));
     }
@@ -617,6 +639,7 @@ void lower_stage3(Lowering& s) {
             }
             gathered[pos] =
                 step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m, -1, s.dtype);
+            plan.set_role(CollectiveRole::parameter_gather, li.gathered);
             plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
             if (offload_param) plan.release(MemCategory::gathered, s.b * li.part_elems);
             live += li.gather_elems;
@@ -677,6 +700,7 @@ void lower_stage3(Lowering& s) {
             const std::int32_t r =
                 step.collective(CollectiveKind::reduce_scatter, bytes, s.world, rs, deps, m, static_cast<int>(bi),
                                 s.dtype);
+            plan.set_role(CollectiveRole::gradient_reduce, plan.buckets[bi].params);
             plan.alloc(MemCategory::buckets, bytes);
             plan.release(MemCategory::buckets, bytes);
             reductions.push_back(r);
@@ -758,9 +782,10 @@ void lower_stage3(Lowering& s) {
     // and synchronizes: latency-bound gathers, one per small tensor.
     if (s.distributed) {
         const std::int32_t after[] = {done};
-        for (const auto& [numel, padded] : persistent) {
-            step.collective(CollectiveKind::allgather, s.b * padded, s.world, ag, after, s.last, -1, s.dtype);
-            plan.alloc(MemCategory::parameters, s.b * numel);
+        for (const Persistent& p : persistent) {
+            step.collective(CollectiveKind::allgather, s.b * p.padded, s.world, ag, after, s.last, -1, s.dtype);
+            plan.set_role(CollectiveRole::parameter_gather, {p.group});
+            plan.alloc(MemCategory::parameters, s.b * p.numel);
         }
     }
     if (s.distributed) {

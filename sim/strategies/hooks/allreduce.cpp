@@ -4,15 +4,18 @@
 
 namespace dtsim::sim {
 
-std::int32_t allreduce_bucket(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t allreduce_bucket(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     const std::int32_t deps[] = {ready};
-    return ctx.step.collective(CollectiveKind::allreduce, bucket.bytes, ctx.group, ctx.stream, deps, ctx.micro_step,
-                               bucket.index);
+    const std::int32_t id = ctx.step.collective(CollectiveKind::allreduce, bucket.bytes, ctx.group, ctx.stream, deps,
+                                                ctx.micro_step, bucket.index);
+    ctx.step.plan().set_role(CollectiveRole::bucket);
+    return id;
 }
 
 void register_allreduce_hook(Registry<CommHook>& r) {
     CommHook h;
     h.reduce = allreduce_bucket;
+    h.kind = HookKind::none;
     r.add("allreduce", "no hook: one allreduce per bucket (the Reducer's default, also allreduce_hook)", h);
 }
 

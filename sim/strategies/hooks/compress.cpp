@@ -10,7 +10,7 @@ namespace {
 constexpr std::int64_t kFp32 = 4, kHalf = 2;
 
 template <DType half>
-std::int32_t compress_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t compress_reduce(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     const std::int64_t elements = bucket.bytes / kFp32;
     const std::int64_t half_bytes = elements * kHalf;
     // The hook body runs in the autograd thread, on the compute stream: the
@@ -23,6 +23,7 @@ std::int32_t compress_reduce(HookContext& ctx, const HookBucket& bucket, std::in
     const std::int32_t ar_deps[] = {cast};
     const std::int32_t allreduce = ctx.step.collective(CollectiveKind::allreduce, half_bytes, ctx.group, ctx.stream,
                                                        ar_deps, ctx.micro_step, bucket.index, half);
+    ctx.step.plan().set_role(CollectiveRole::compressed);
     // `decompress` copies the result back into the fp32 bucket (read 2 B, write
     // 4 B). A CUDA future runs its then() callback on a stream from the pool,
     // not the compute stream, so it does not hold up the rest of backward:
@@ -42,6 +43,7 @@ void register_compress_hooks(Registry<CommHook>& r) {
     CommHook fp16, bf16;
     fp16.reduce = compress_reduce<DType::fp16>;
     bf16.reduce = compress_reduce<DType::bf16>;
+    fp16.kind = bf16.kind = HookKind::compress;
     r.add("fp16_compress", "fp16_compress_hook: cast each bucket to fp16, allreduce half the bytes, cast back", fp16);
     r.add("bf16_compress", "bf16_compress_hook: cast each bucket to bf16 (NCCL > 2.9.6), allreduce half the bytes",
           bf16);

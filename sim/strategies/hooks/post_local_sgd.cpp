@@ -54,7 +54,7 @@ bool averaging_step(const Settings& s, std::int64_t iteration) {
 
 // _allreduce_fut: tensor.div_(group size) on the compute stream (the Reducer
 // does not divide when a hook is registered, §1.4), then the allreduce.
-std::int32_t divided_allreduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready, int group) {
+std::int32_t divided_allreduce(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready, int group) {
     const std::int32_t ready_deps[] = {ready};
     const std::int32_t div = ctx.step.pass(Phase::compression, 2 * bucket.bytes,
                                            static_cast<double>(bucket.bytes / kFp32), ready_deps, ctx.micro_step);
@@ -63,7 +63,7 @@ std::int32_t divided_allreduce(HookContext& ctx, const HookBucket& bucket, std::
                                bucket.index);
 }
 
-std::int32_t post_local_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t post_local_reduce(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     const Settings s = settings(ctx.knobs);
     if (global_phase(s, ctx.iteration)) return divided_allreduce(ctx, bucket, ready, ctx.group);
     // No gradient communication: the future is already resolved.

@@ -74,9 +74,10 @@ struct Split {
     std::vector<Matrix> compressed;
     std::int64_t uncompressed = 0;  // elements
     std::int64_t p_elements = 0, q_elements = 0;
+    std::vector<std::int64_t> ranks;  // by position in the bucket: r, or 0 (uncompressed)
 };
 
-Split split_bucket(const HookContext& ctx, const HookBucket& bucket, const Settings& s) {
+Split split_bucket(const HookContext& ctx, const BucketInfo& bucket, const Settings& s) {
     Split out;
     for (int index : bucket.params) {
         const models::Parameter& p = *ctx.params[static_cast<std::size_t>(index)];
@@ -89,8 +90,10 @@ Split split_bucket(const HookContext& ctx, const HookBucket& bucket, const Setti
             out.compressed.push_back({n, m, r});
             out.p_elements += n * r;
             out.q_elements += m * r;
+            out.ranks.push_back(r);
         } else {
             out.uncompressed += numel;
+            out.ranks.push_back(0);
         }
     }
     return out;
@@ -125,10 +128,11 @@ struct Kernels {
             pass(touched * element_bytes, static_cast<double>(touched));
         }
     }
-    std::int32_t allreduce(std::int64_t bytes, int bucket) {
+    std::int32_t allreduce(std::int64_t bytes, int bucket, CollectiveRole role = CollectiveRole::other) {
         const std::int32_t deps[] = {pending >= 0 ? pending : last};
         const std::int32_t id =
             ctx.step.collective(CollectiveKind::allreduce, bytes, ctx.group, ctx.stream, deps, ctx.micro_step, bucket);
+        ctx.step.plan().set_role(role);
         wait(id);
         return id;
     }
@@ -136,7 +140,7 @@ struct Kernels {
 
 // fp16/bf16_compress_wrapper: cast the bucket before the inner hook (read 4 B,
 // write 2 B per element) into a new half-size buffer.
-std::int32_t wrap(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t wrap(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     const std::int64_t elements = bucket.bytes / kFp32;
     const std::int32_t deps[] = {ready};
     const std::int32_t cast = ctx.step.pass(Phase::compression, elements * (kFp32 + kHalf),
@@ -147,7 +151,7 @@ std::int32_t wrap(HookContext& ctx, const HookBucket& bucket, std::int32_t ready
 
 // The wrapper's decompress: copy the result back into the fp32 bucket. It is a
 // future callback, on a pool stream rather than the compute stream.
-std::int32_t unwrap(HookContext& ctx, const HookBucket& bucket, std::int32_t done) {
+std::int32_t unwrap(HookContext& ctx, const BucketInfo& bucket, std::int32_t done) {
     const std::int64_t elements = bucket.bytes / kFp32;
     const int callbacks = ctx.step.stream("comm_hook", TaskKind::compute);
     const std::int32_t deps[] = {done};
@@ -159,19 +163,19 @@ std::int32_t unwrap(HookContext& ctx, const HookBucket& bucket, std::int32_t don
 
 // Before start_powerSGD_iter: _allreduce_fut, which divides by the world size
 // first (the Reducer does not divide when a hook is registered, §1.4).
-std::int32_t vanilla(HookContext& ctx, const HookBucket& bucket, std::int32_t ready, std::int64_t element_bytes) {
+std::int32_t vanilla(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready, std::int64_t element_bytes) {
     const std::int64_t elements = bucket.bytes / kFp32;
     Kernels k{ctx};
     k.wait(ready);
     k.pass(2 * elements * element_bytes, static_cast<double>(elements));
-    return k.allreduce(elements * element_bytes, bucket.index);
+    return k.allreduce(elements * element_bytes, bucket.index, CollectiveRole::bucket);
 }
 
 // What both PowerSGD hooks share: the optional fp16/bf16 wrapper around them
 // and the vanilla allreduce before start_powerSGD_iter. `compress` emits the
 // hook proper after `start` and returns its last task.
 template <class Compress>
-std::int32_t powersgd_frame(HookContext& ctx, const HookBucket& bucket, std::int32_t ready, Compress compress) {
+std::int32_t powersgd_frame(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready, Compress compress) {
     const Settings s = settings(ctx.knobs);
     const std::int32_t start = s.wrapped ? wrap(ctx, bucket, ready) : ready;
     const std::int32_t done =
@@ -179,11 +183,13 @@ std::int32_t powersgd_frame(HookContext& ctx, const HookBucket& bucket, std::int
     return s.wrapped ? unwrap(ctx, bucket, done) : done;
 }
 
-std::int32_t compress_powersgd(HookContext& ctx, const HookBucket& bucket, const Settings& s, std::int32_t start) {
+std::int32_t compress_powersgd(HookContext& ctx, const BucketInfo& bucket, const Settings& s, std::int32_t start) {
     const std::int64_t e = s.element_bytes;
     Plan& plan = ctx.step.plan();
     const std::int64_t L = bucket.bytes / kFp32;  // elements
     const Split split = split_bucket(ctx, bucket, s);
+    // The executor compresses what this split does (BucketInfo::ranks).
+    plan.buckets[static_cast<std::size_t>(bucket.index)].ranks = split.ranks;
     const std::int64_t u_bytes = split.uncompressed * e;
     const std::int64_t pq_bytes = (split.p_elements + split.q_elements) * e;
     Kernels k{ctx};
@@ -209,15 +215,15 @@ std::int32_t compress_powersgd(HookContext& ctx, const HookBucket& bucket, const
     // 6. P_i = M_i Q_i.
     for (const Matrix& x : split.compressed) k.matmul(x.n, x.m, x.r, e);
     // 7. Allreduce #1 of the uncompressed tensors, launched after the code above.
-    k.allreduce(u_bytes, bucket.index);
+    k.allreduce(u_bytes, bucket.index, CollectiveRole::uncompressed);
     // 8. Its callback divides by the world size and copies back into the
     // bucket, then launches allreduce #2 of all Ps (not divided).
     if (split.uncompressed > 0) k.pass(4 * u_bytes, static_cast<double>(split.uncompressed));
-    k.allreduce(split.p_elements * e, bucket.index);
+    k.allreduce(split.p_elements * e, bucket.index, CollectiveRole::powersgd_p);
     // 9-11. Orthogonalize each P; Q_i = M_i^T P_i; allreduce #3 of all Qs.
     for (const Matrix& x : split.compressed) k.orthogonalize(x.n, x.r, e);
     for (const Matrix& x : split.compressed) k.matmul(x.m, x.n, x.r, e);
-    k.allreduce(split.q_elements * e, bucket.index);
+    k.allreduce(split.q_elements * e, bucket.index, CollectiveRole::powersgd_q);
     // 12. Divide Q by the world size; M_i = P_i Q_i^T written into the bucket.
     k.pass(2 * split.q_elements * e, static_cast<double>(split.q_elements));
     for (const Matrix& x : split.compressed) k.matmul(x.n, x.r, x.m, e);
@@ -236,7 +242,7 @@ std::int32_t compress_powersgd(HookContext& ctx, const HookBucket& bucket, const
     return k.last;
 }
 
-std::int32_t powersgd_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t powersgd_reduce(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     return powersgd_frame(ctx, bucket, ready, [&](const Settings& s, std::int32_t start) {
         return compress_powersgd(ctx, bucket, s, start);
     });
@@ -250,7 +256,7 @@ std::int64_t side_length(std::int64_t elements) {
     return s;
 }
 
-std::int32_t compress_batched(HookContext& ctx, const HookBucket& bucket, const Settings& s, std::int32_t start) {
+std::int32_t compress_batched(HookContext& ctx, const BucketInfo& bucket, const Settings& s, std::int32_t start) {
     const std::int64_t e = s.element_bytes;
     Plan& plan = ctx.step.plan();
     const std::int64_t L = bucket.bytes / kFp32;
@@ -292,7 +298,7 @@ std::int32_t compress_batched(HookContext& ctx, const HookBucket& bucket, const 
     return k.last;
 }
 
-std::int32_t batched_reduce(HookContext& ctx, const HookBucket& bucket, std::int32_t ready) {
+std::int32_t batched_reduce(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready) {
     return powersgd_frame(ctx, bucket, ready, [&](const Settings& s, std::int32_t start) {
         return compress_batched(ctx, bucket, s, start);
     });
@@ -301,7 +307,7 @@ std::int32_t batched_reduce(HookContext& ctx, const HookBucket& bucket, std::int
 // Error feedback (one tensor per bucket, in the hook's dtype) and, with warm
 // start, the Ps and Qs kept across steps. None of it exists before the first
 // compressing iteration.
-std::int64_t powersgd_resident(const HookContext& ctx, std::span<const HookBucket> buckets) {
+std::int64_t powersgd_resident(const HookContext& ctx, std::span<const BucketInfo> buckets) {
     const Settings s = settings(ctx.knobs);
     if (warming_up(s, ctx.iteration)) return 0;
     std::int64_t elements = 0;
@@ -315,7 +321,7 @@ std::int64_t powersgd_resident(const HookContext& ctx, std::span<const HookBucke
     return elements * s.element_bytes;
 }
 
-std::int64_t batched_resident(const HookContext& ctx, std::span<const HookBucket> buckets) {
+std::int64_t batched_resident(const HookContext& ctx, std::span<const BucketInfo> buckets) {
     const Settings s = settings(ctx.knobs);
     if (warming_up(s, ctx.iteration)) return 0;
     std::int64_t elements = 0;
@@ -333,6 +339,16 @@ std::vector<StepPhase> powersgd_phases(const Config&, const Knobs& knobs) {
     // Iteration 2 runs on rebuilt buckets and, for any start >= 2, uncompressed.
     if (warming_up(s, 2)) phases.push_back({"warm-up: vanilla allreduce until start_powerSGD_iter", 2, 0.0});
     return phases;
+}
+
+// PowerSGDState's settings, as the executor applies them.
+void describe_powersgd(const Knobs& knobs, CommHookSpec& spec) {
+    const Settings s = settings(knobs);
+    spec.start_iter = s.start;
+    spec.error_feedback = s.error_feedback;
+    spec.warm_start = s.warm_start;
+    spec.wrapper = s.wrapped ? knobs.text("comm_wrapper") : "";
+    spec.orthogonalization_epsilon = knobs.number("orthogonalization_epsilon");
 }
 
 KnobSpec knob(const char* name, KnobType type, const char* default_value, const char* description, double min_value = 0,
@@ -374,6 +390,8 @@ void register_powersgd_hooks(Registry<CommHook>& r) {
     h.reduce = powersgd_reduce;
     h.resident_bytes = powersgd_resident;
     h.phases = powersgd_phases;
+    h.kind = HookKind::powersgd;
+    h.describe = describe_powersgd;
     r.add("powerSGD",
           "powerSGD_hook: rank-r compression of each matrix gradient, 3 sequential allreduces and a device sync per "
           "bucket",

@@ -16,13 +16,6 @@
 
 namespace dtsim::sim {
 
-// One gradient bucket as the hook sees it (GradBucket): fp32 gradients.
-struct HookBucket {
-    int index = 0;
-    std::int64_t bytes = 0;   // gradient bytes (fp32)
-    std::vector<int> params;  // parameter indices
-};
-
 struct HookContext {
     StepBuilder& step;
     const Knobs& knobs;
@@ -40,20 +33,24 @@ struct CommHook {
     // Emits the tasks that reduce `bucket` once `ready` has ended; returns the
     // task after which the bucket's result is in place (finalize_backward waits
     // for it). Tasks on the communication stream keep DDP's launch order.
-    std::int32_t (*reduce)(HookContext& ctx, const HookBucket& bucket, std::int32_t ready);
+    // The hook sees each bucket as a GradBucket of fp32 gradients (Plan::buckets).
+    std::int32_t (*reduce)(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready);
     // Device memory the hook keeps across steps (error feedback, P and Q).
-    std::int64_t (*resident_bytes)(const HookContext& ctx, std::span<const HookBucket> buckets) = nullptr;
+    std::int64_t (*resident_bytes)(const HookContext& ctx, std::span<const BucketInfo> buckets) = nullptr;
     // Work after the optimizer step (post-local SGD's model averaging); returns the last task or `step`.
     std::int32_t (*after_step)(HookContext& ctx, std::int32_t step) = nullptr;
     // Phases the hook adds to DDP's (PowerSGD's warm-up, post-local SGD's averaging step).
     std::vector<StepPhase> (*phases)(const Config& config, const Knobs& knobs) = nullptr;
+    // What the executor is told of it (Plan::hook): its kind, and the hook's settings.
+    HookKind kind = HookKind::other;
+    void (*describe)(const Knobs& knobs, CommHookSpec& spec) = nullptr;
 };
 
 // All hooks, registered explicitly in comm_hooks.cpp; "allreduce" is the default.
 const Registry<CommHook>& comm_hooks();
 
 // The default: one SUM allreduce of the bucket (allreduce_hook, §2.1).
-std::int32_t allreduce_bucket(HookContext& ctx, const HookBucket& bucket, std::int32_t ready);
+std::int32_t allreduce_bucket(HookContext& ctx, const BucketInfo& bucket, std::int32_t ready);
 
 // Registration, one line per hook unit.
 void register_allreduce_hook(Registry<CommHook>& r);

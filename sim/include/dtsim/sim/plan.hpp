@@ -71,6 +71,43 @@ struct StreamInfo {
     TaskKind kind;     // the resource class that runs on it
 };
 
+// What a collective moves, so that the executor can run any Plan without
+// knowing which strategy built it (docs/architecture.md):
+enum class CollectiveRole : std::uint8_t {
+    other,             // nothing the executor computes with (replay only)
+    bucket,            // a gradient bucket reduced whole: Plan::buckets[Task::bucket]'s gradients
+    compressed,        // a communication hook's cast bucket (fp16/bf16_compress_hook): its elements in Task::dtype
+    uncompressed,      // PowerSGD allreduce #1: the bucket's tensors it leaves uncompressed
+    powersgd_p,        // PowerSGD allreduce #2: every P of the bucket
+    powersgd_q,        // PowerSGD allreduce #3: every Q of the bucket
+    parameter_gather,  // all-gather of the shards of the task's shard groups (Task::shards_*)
+    gradient_reduce,   // reduce-scatter, or allreduce, of the task's shard groups' gradients
+};
+std::string_view to_string(CollectiveRole r);
+
+// One flat tensor split evenly over `ranks` ranks, each owning one shard of
+// ceil(numel / ranks) elements (the last padded): FSDP's FlatParameter of a
+// unit, ZeRO 1/2's flat partition of all parameters, one ZeRO-3 tensor. The
+// parameters it holds, in flat order; `ranks` 1: every rank holds it whole.
+struct ShardGroup {
+    std::vector<int> params;  // parameter indices (model.parameters() order)
+    int ranks = 1;
+};
+
+// A DDP communication hook, as the executor runs it (sim/strategies/hooks).
+enum class HookKind : std::uint8_t { none, compress, powersgd, other };
+struct CommHookSpec {
+    HookKind kind = HookKind::none;
+    std::string name;  // the registry name, as `--set comm_hook=` takes it
+    // PowerSGD (PowerSGDState): iterations before `start_iter` run the vanilla
+    // allreduce; each bucket's per-parameter ranks are in BucketInfo::ranks.
+    std::int64_t start_iter = 0;
+    bool error_feedback = false;
+    bool warm_start = false;
+    std::string wrapper;  // "fp16" or "bf16": that compress wrapper around it; empty: none
+    double orthogonalization_epsilon = 0;
+};
+
 // The ranks a collective runs over: `size` ranks spread over `nodes` nodes.
 struct CommGroup {
     int size = 1;
@@ -104,24 +141,38 @@ struct Task {
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer
     bool fresh_output = false;                   // explicit passes: write a tensor allocated for them (first touch)
+    CollectiveRole role = CollectiveRole::other;     // collectives: what they move
+    std::uint32_t shard_begin = 0, shard_count = 0;  // into Plan::task_shards: the shard groups a collective moves
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
     std::uint32_t mem_begin = 0, mem_count = 0;  // into Plan::memory
 };
 
+// A gradient bucket (DDP's Reducer, ZeRO's ipg bucket; GradBucket to a hook).
 struct BucketInfo {
     int index = 0;
-    std::int64_t bytes = 0;
-    std::vector<int> params;  // parameter indices (model.parameters() order)
+    std::int64_t bytes = 0;   // gradient bytes (fp32 under DDP)
+    std::vector<int> params;  // parameter indices, in the bucket's order
+    // PowerSGD: by position in `params`, the rank each gradient is approximated
+    // at (viewed as shape[0] x rest), or 0 where it is sent uncompressed.
+    std::vector<std::int64_t> ranks;
 };
 
 struct Plan {
     std::vector<StreamInfo> streams;
+    int compute_stream = 0;  // the stream the model's layers run on: the training loop's own thread
+    // The element type the layers compute in: the model's (autocast's under a
+    // mixed precision), or the parameters' where the strategy casts them
+    // (FSDP's MixedPrecision param_dtype).
+    DType compute_dtype = DType::fp32;
     std::vector<Task> tasks;  // issue order: each stream runs its tasks in this order
     std::vector<std::int32_t> deps;
     std::vector<MemoryDelta> memory;
     std::vector<CommGroup> groups;
     MemoryBreakdown resident{};  // allocated before the step starts and kept across steps
     std::vector<BucketInfo> buckets;
+    std::vector<ShardGroup> shards;         // sharded strategies: the flat tensors split over ranks
+    std::vector<std::int32_t> task_shards;  // shard group indices, by Task::shard_begin/shard_count
+    CommHookSpec hook;                      // DDP's communication hook
     std::vector<std::string> notes;  // facts the summary should tell the user
     // Gradient memory allocated during the step comes fresh from the OS and its
     // first write pays the host's first-touch rate (Config::host_memory_reuse false).
@@ -137,6 +188,15 @@ struct Plan {
     // Memory deltas belong to the most recently added task.
     void alloc(MemCategory c, std::int64_t bytes);
     void release(MemCategory c, std::int64_t bytes);
+    // The most recently added task (a collective) moves in `role`; `shard_groups`
+    // are the shard groups it moves, where the role names them.
+    void set_role(CollectiveRole role, std::span<const std::int32_t> shard_groups = {});
+    void set_role(CollectiveRole role, std::initializer_list<std::int32_t> shard_groups) {
+        set_role(role, std::span<const std::int32_t>(shard_groups.begin(), shard_groups.size()));
+    }
+    std::span<const std::int32_t> shards_of(const Task& t) const {
+        return {task_shards.data() + t.shard_begin, t.shard_count};
+    }
 
     std::span<const std::int32_t> deps_of(const Task& t) const { return {deps.data() + t.dep_begin, t.dep_count}; }
     std::span<const MemoryDelta> memory_of(const Task& t) const { return {memory.data() + t.mem_begin, t.mem_count}; }
