@@ -2,6 +2,8 @@
 
 #include "dtsim/common/error.hpp"
 
+#include <algorithm>
+
 namespace dtsim::sim {
 
 std::string_view to_string(TaskKind k) {
@@ -122,12 +124,30 @@ void Plan::release(MemCategory c, std::int64_t bytes) {
     ++tasks.back().mem_count;
 }
 
+std::span<const std::int32_t> Plan::shards_of(std::size_t task) const {
+    const auto it =
+        std::lower_bound(task_shard_refs.begin(), task_shard_refs.end(), task,
+                         [](const TaskShards& r, std::size_t t) { return static_cast<std::size_t>(r.task) < t; });
+    if (it == task_shard_refs.end() || static_cast<std::size_t>(it->task) != task) return {};
+    return {task_shards.data() + it->begin, it->count};
+}
+
+int Plan::add_shard_group(std::span<const std::int32_t> params, int ranks) {
+    DTSIM_ASSERT(ranks >= 1, "a shard group spans at least one rank");
+    shards.push_back(
+        {static_cast<std::uint32_t>(shard_params.size()), static_cast<std::uint32_t>(params.size()), ranks});
+    shard_params.insert(shard_params.end(), params.begin(), params.end());
+    return static_cast<int>(shards.size()) - 1;
+}
+
 void Plan::set_role(CollectiveRole role, std::span<const std::int32_t> shard_groups) {
     DTSIM_ASSERT(!tasks.empty() && tasks.back().kind == TaskKind::collective, "a role belongs to a collective");
     Task& t = tasks.back();
     t.role = role;
-    t.shard_begin = static_cast<std::uint32_t>(task_shards.size());
-    t.shard_count = static_cast<std::uint32_t>(shard_groups.size());
+    if (shard_groups.empty()) return;
+    task_shard_refs.push_back({static_cast<std::int32_t>(tasks.size()) - 1,
+                               static_cast<std::uint32_t>(task_shards.size()),
+                               static_cast<std::uint32_t>(shard_groups.size())});
     for (std::int32_t g : shard_groups) {
         DTSIM_ASSERT(g >= 0 && g < static_cast<std::int32_t>(shards.size()), "a collective moves known shard groups");
         task_shards.push_back(g);

@@ -155,7 +155,8 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
     // ---- shard groups, as the plan splits the parameters
     for (const sim::ShardGroup& pg : plan.shards) {
         Sharding::Group g;
-        g.params = pg.params;
+        const auto members = plan.params_of(pg);
+        g.params.assign(members.begin(), members.end());
         g.n = pg.ranks;
         DTSIM_ASSERT(g.n == 1 || g.n == world, "a shard group spans one rank or all");
         g.index = g.n == 1 ? 0 : rank;
@@ -212,7 +213,7 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
         }
         if (t.kind != TaskKind::collective) continue;  // ZeRO-3's host hooks replay (they spin)
         const int group_size = plan.groups[static_cast<std::size_t>(t.group)].size;
-        const auto moved = plan.shards_of(t);
+        const auto moved = plan.shards_of(i);
         a.groups.assign(moved.begin(), moved.end());
         switch (t.role) {
             case sim::CollectiveRole::parameter_gather:

@@ -129,11 +129,20 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     }
     auto unit = [&](int u) -> const Unit& { return units[static_cast<std::size_t>(u)]; };
     // Each unit's FlatParameter is shard group u: its layers' parameters in order.
-    plan.shards.resize(units.size());
-    for (std::size_t l = 0; l < w.layers.size(); ++l)
-        for (const auto& p : w.layers[l].params)
-            plan.shards[static_cast<std::size_t>(unit_of[l])].params.push_back(p.index);
-    for (auto& g : plan.shards) g.ranks = shard_ranks;
+    {
+        // Counted first, then filled: one array for all units (lowering runs thousands of times a second).
+        std::vector<std::uint32_t> count(units.size() + 1, 0);
+        for (std::size_t l = 0; l < w.layers.size(); ++l)
+            count[static_cast<std::size_t>(unit_of[l]) + 1] += static_cast<std::uint32_t>(w.layers[l].params.size());
+        for (std::size_t u = 0; u < units.size(); ++u) {
+            count[u + 1] += count[u];
+            plan.shards.push_back({count[u], count[u + 1] - count[u], shard_ranks});
+        }
+        plan.shard_params.resize(count.back());
+        for (std::size_t l = 0; l < w.layers.size(); ++l)
+            for (const auto& p : w.layers[l].params)
+                plan.shard_params[count[static_cast<std::size_t>(unit_of[l])]++] = p.index;
+    }
 
     const int micro_steps = config.grad_accum;
     const std::size_t layer_count = w.layers.size();

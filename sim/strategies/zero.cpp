@@ -221,7 +221,7 @@ void lower_stage12(Lowering& s) {
     const std::vector<Grad> grads = arrival_order(w, false, s.n);
     const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
     // One shard group: the flat partition of every parameter, in model.parameters() order.
-    plan.shards.push_back({parameters_in_order(w), s.n});
+    plan.add_shard_group(parameters_in_order(w), s.n);
     for (std::size_t i = 0; i < buckets.size(); ++i) {
         BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}, {}};
         for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
@@ -479,7 +479,7 @@ struct Layer3 {
     std::int64_t gather_elems = 0;   // non-persistent elements (ds_numel), what prefetch counts
     std::int64_t gather_padded = 0;  // the same, each tensor padded to N: the all-gather's elements
     std::int64_t part_elems = 0;     // this rank's partitions of them
-    std::vector<std::int32_t> gathered;  // their tensors: shard groups (one per tensor)
+    std::uint32_t gathered_begin = 0, gathered_count = 0;  // their tensors' shard groups, in layer_tensors
 };
 
 void lower_stage3(Lowering& s) {
@@ -501,12 +501,20 @@ void lower_stage3(Lowering& s) {
         std::int64_t numel = 0, padded = 0;
     };
     std::vector<Persistent> persistent;
-    // Every tensor is its own shard group (group p holds parameter p).
-    plan.shards.resize(parameters_in_order(w).size());
+    // Every tensor is its own shard group: group p holds parameter p.
+    std::size_t tensors = 0;
+    for (const auto& layer : w.layers) tensors += layer.params.size();
+    plan.shards.resize(tensors);
+    plan.shard_params.resize(tensors);
+    std::vector<std::int32_t> layer_tensors;  // each layer's non-persistent tensors (Layer3::gathered_*)
+    layer_tensors.reserve(tensors);
     for (int l = 0; l < nl; ++l)
         for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
+            DTSIM_ASSERT(p.index >= 0 && static_cast<std::size_t>(p.index) < tensors, "parameter indices are 0..N-1");
+            const auto g = static_cast<std::size_t>(p.index);
+            plan.shards[g] = {static_cast<std::uint32_t>(g), 1, s.n};
+            plan.shard_params[g] = p.index;
             const std::int64_t numel = p.numel(), pn = ceil_div(numel, s.n);
-            plan.shards[static_cast<std::size_t>(p.index)] = {{p.index}, s.n};
             part += pn;
             if (numel <= z.persistence_elems) {
                 persist += numel;
@@ -516,7 +524,11 @@ void lower_stage3(Lowering& s) {
                 li.gather_elems += numel;
                 li.gather_padded += pn * s.n;
                 li.part_elems += pn;
-                li.gathered.push_back(p.index);
+                if (li.gathered_count == 0) li.gathered_begin = static_cast<std::uint32_t>(layer_tensors.size());
+                DTSIM_ASSERT(li.gathered_begin + li.gathered_count == layer_tensors.size(),
+                             "a layer's tensors in a row");
+                layer_tensors.push_back(p.index);
+                ++li.gathered_count;
             }
         }
     const std::vector<Grad> grads = arrival_order(w, true, s.n);
@@ -639,7 +651,8 @@ void lower_stage3(Lowering& s) {
             }
             gathered[pos] =
                 step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m, -1, s.dtype);
-            plan.set_role(CollectiveRole::parameter_gather, li.gathered);
+            plan.set_role(CollectiveRole::parameter_gather,
+                          std::span<const std::int32_t>(layer_tensors.data() + li.gathered_begin, li.gathered_count));
             plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
             if (offload_param) plan.release(MemCategory::gathered, s.b * li.part_elems);
             live += li.gather_elems;

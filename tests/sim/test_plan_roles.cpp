@@ -42,7 +42,7 @@ void check_partition(const SimResult& r) {
     const auto numel = numel_by_index(*r.workload);
     std::map<int, int> seen;
     for (const auto& g : r.plan.shards)
-        for (int p : g.params) ++seen[p];
+        for (int p : r.plan.params_of(g)) ++seen[p];
     REQUIRE(seen.size() == numel.size());
     for (const auto& [p, count] : seen) {
         CAPTURE(p);
@@ -51,14 +51,14 @@ void check_partition(const SimResult& r) {
     }
 }
 
-// Padded elements of the groups `t` moves: each group's numel rounded up to its ranks.
-std::int64_t padded_elements(const SimResult& r, const Task& t) {
+// Padded elements of the groups task i moves: each group's numel rounded up to its ranks.
+std::int64_t padded_elements(const SimResult& r, std::size_t i) {
     const auto numel = numel_by_index(*r.workload);
     std::int64_t total = 0;
-    for (int g : r.plan.shards_of(t)) {
+    for (int g : r.plan.shards_of(i)) {
         const auto& group = r.plan.shards[static_cast<std::size_t>(g)];
         std::int64_t n = 0;
-        for (int p : group.params) n += numel.at(p);
+        for (int p : r.plan.params_of(group)) n += numel.at(p);
         total += (n + group.ranks - 1) / group.ranks * group.ranks;
     }
     return total;
@@ -73,12 +73,12 @@ std::map<CollectiveRole, int> check_shard_bytes(const SimResult& r) {
         if (t.kind != TaskKind::collective) continue;
         ++roles[t.role];
         if (t.role != CollectiveRole::parameter_gather && t.role != CollectiveRole::gradient_reduce) {
-            CHECK(t.shard_count == 0);
+            CHECK(r.plan.shards_of(i).empty());
             continue;
         }
         CAPTURE(i, to_string(t.role));
-        REQUIRE(t.shard_count > 0);
-        CHECK(t.bytes == padded_elements(r, t) * dtype_bytes(t.dtype));
+        REQUIRE_FALSE(r.plan.shards_of(i).empty());
+        CHECK(t.bytes == padded_elements(r, i) * dtype_bytes(t.dtype));
     }
     return roles;
 }
@@ -92,10 +92,10 @@ TEST_CASE("fsdp: each unit is a shard group over the shard ranks, gathered and r
     const auto roles = check_shard_bytes(r);
     CHECK(roles.at(CollectiveRole::parameter_gather) > 0);
     CHECK(roles.at(CollectiveRole::gradient_reduce) > 0);
-    for (const Task& t : r.plan.tasks)
-        if (t.kind == TaskKind::collective) {
-            CHECK(t.shard_count == 1);  // one FlatParameter per collective
-            CHECK(r.plan.shards_of(t)[0] == t.bucket);
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i)
+        if (r.plan.tasks[i].kind == TaskKind::collective) {
+            REQUIRE(r.plan.shards_of(i).size() == 1);  // one FlatParameter per collective
+            CHECK(r.plan.shards_of(i)[0] == r.plan.tasks[i].bucket);
         }
 }
 
@@ -119,7 +119,8 @@ TEST_CASE("zero 1 and 2: one flat partition, buckets reduced whole, then one gat
         check_partition(r);
         REQUIRE(r.plan.shards.size() == 1);
         CHECK(r.plan.shards[0].ranks == 8);
-        CHECK(std::is_sorted(r.plan.shards[0].params.begin(), r.plan.shards[0].params.end()));
+        const auto all = r.plan.params_of(r.plan.shards[0]);
+        CHECK(std::is_sorted(all.begin(), all.end()));
         const auto roles = check_shard_bytes(r);
         CHECK(roles.at(CollectiveRole::parameter_gather) == 1);
         for (const Task& t : r.plan.tasks)
@@ -132,8 +133,9 @@ TEST_CASE("zero 3: a group per tensor, persistent tensors regathered one by one 
     const SimResult r = run("gpt2", "deepspeed", {{"stage", "3"}});
     check_partition(r);
     for (std::size_t g = 0; g < r.plan.shards.size(); ++g) {
-        REQUIRE(r.plan.shards[g].params.size() == 1);
-        CHECK(r.plan.shards[g].params[0] == static_cast<int>(g));
+        const auto members = r.plan.params_of(r.plan.shards[g]);
+        REQUIRE(members.size() == 1);
+        CHECK(members[0] == static_cast<int>(g));
     }
     const auto roles = check_shard_bytes(r);
     CHECK(roles.at(CollectiveRole::gradient_reduce) > 0);
@@ -145,15 +147,15 @@ TEST_CASE("zero 3: a group per tensor, persistent tensors regathered one by one 
     for (const auto& [p, n] : numel) persistent += n <= threshold;
     REQUIRE(persistent > 0);
     std::int64_t alone = 0;
-    for (const Task& t : r.plan.tasks)
-        if (t.role == CollectiveRole::parameter_gather && t.shard_count == 1 &&
-            numel.at(r.plan.shards_of(t)[0]) <= threshold)
-            ++alone;
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        if (r.plan.tasks[i].role != CollectiveRole::parameter_gather) continue;
+        const auto groups = r.plan.shards_of(i);
+        if (groups.size() == 1 && numel.at(groups[0]) <= threshold) ++alone;
+        // The layer gathers never carry a persistent tensor.
+        if (groups.size() > 1)
+            for (int g : groups) CHECK(numel.at(g) > threshold);
+    }
     CHECK(alone == persistent);
-    // The layer gathers never carry a persistent tensor.
-    for (const Task& t : r.plan.tasks)
-        if (t.role == CollectiveRole::parameter_gather && t.shard_count > 1)
-            for (int g : r.plan.shards_of(t)) CHECK(numel.at(g) > threshold);
 }
 
 TEST_CASE("ddp: no shard groups, and each bucket's collectives carry the hook's roles") {

@@ -90,7 +90,7 @@ std::string_view to_string(CollectiveRole r);
 // unit, ZeRO 1/2's flat partition of all parameters, one ZeRO-3 tensor. The
 // parameters it holds, in flat order; `ranks` 1: every rank holds it whole.
 struct ShardGroup {
-    std::vector<int> params;  // parameter indices (model.parameters() order)
+    std::uint32_t param_begin = 0, param_count = 0;  // into Plan::shard_params (parameter indices)
     int ranks = 1;
 };
 
@@ -141,8 +141,7 @@ struct Task {
     Transfer transfer = Transfer::none;          // copy and I/O tasks
     bool pinned = true;                          // copies: page-locked host buffer
     bool fresh_output = false;                   // explicit passes: write a tensor allocated for them (first touch)
-    CollectiveRole role = CollectiveRole::other;     // collectives: what they move
-    std::uint32_t shard_begin = 0, shard_count = 0;  // into Plan::task_shards: the shard groups a collective moves
+    CollectiveRole role = CollectiveRole::other;  // collectives: what they move
     std::uint32_t dep_begin = 0, dep_count = 0;  // into Plan::deps
     std::uint32_t mem_begin = 0, mem_count = 0;  // into Plan::memory
 };
@@ -170,8 +169,16 @@ struct Plan {
     std::vector<CommGroup> groups;
     MemoryBreakdown resident{};  // allocated before the step starts and kept across steps
     std::vector<BucketInfo> buckets;
-    std::vector<ShardGroup> shards;         // sharded strategies: the flat tensors split over ranks
-    std::vector<std::int32_t> task_shards;  // shard group indices, by Task::shard_begin/shard_count
+    std::vector<ShardGroup> shards;          // sharded strategies: the flat tensors split over ranks
+    std::vector<std::int32_t> shard_params;  // their parameters, by ShardGroup::param_begin/param_count
+    // The shard groups each collective moves (Plan::shards_of): beside the
+    // tasks, not in them, which the engine walks thousands of times a second.
+    struct TaskShards {
+        std::int32_t task = 0;
+        std::uint32_t begin = 0, count = 0;  // into task_shards
+    };
+    std::vector<TaskShards> task_shard_refs;  // by task index, ascending
+    std::vector<std::int32_t> task_shards;    // shard group indices
     CommHookSpec hook;                      // DDP's communication hook
     std::vector<std::string> notes;  // facts the summary should tell the user
     // Gradient memory allocated during the step comes fresh from the OS and its
@@ -194,9 +201,13 @@ struct Plan {
     void set_role(CollectiveRole role, std::initializer_list<std::int32_t> shard_groups) {
         set_role(role, std::span<const std::int32_t>(shard_groups.begin(), shard_groups.size()));
     }
-    std::span<const std::int32_t> shards_of(const Task& t) const {
-        return {task_shards.data() + t.shard_begin, t.shard_count};
+    // Appends a shard group of these parameters, split over `ranks`; returns its index.
+    int add_shard_group(std::span<const std::int32_t> params, int ranks);
+    std::span<const std::int32_t> params_of(const ShardGroup& g) const {
+        return {shard_params.data() + g.param_begin, g.param_count};
     }
+    // The shard groups task `task` moves (empty for most tasks).
+    std::span<const std::int32_t> shards_of(std::size_t task) const;
 
     std::span<const std::int32_t> deps_of(const Task& t) const { return {deps.data() + t.dep_begin, t.dep_count}; }
     std::span<const MemoryDelta> memory_of(const Task& t) const { return {memory.data() + t.mem_begin, t.mem_count}; }
