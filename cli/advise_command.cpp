@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
 
 namespace dtsim::cli {
@@ -30,7 +31,7 @@ struct AdviseOptions {
     std::vector<std::string> axes;
     std::string emit;      // deepspeed | lightning | torch
     std::string emit_out;  // empty: a section on stdout
-    std::string format = "text";
+    Reporter report;
 };
 
 // --emit: the recommendation as a ready-to-paste configuration. Its notes go
@@ -67,7 +68,7 @@ std::string header() {
 }
 
 void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
-    if (a.format == "json" && !a.emit.empty() && a.emit_out.empty())
+    if (a.report.json() && !a.emit.empty() && a.emit_out.empty())
         throw ConfigError(
             fmt::format("--emit {} with --format json needs --emit-out FILE: stdout holds the JSON", a.emit));
     const sim::Config base = make_config(o);
@@ -105,7 +106,7 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
 
     const auto& best = results[ranking.order.front()];
     const std::size_t n_alt = std::min<std::size_t>(5, ranking.order.size() - 1);
-    if (a.format == "json") {
+    const auto json = [&] {
         // One document: the search, the pick and its alternatives by index, and every row as sweep writes it.
         nlohmann::ordered_json j;
         j["advise"] = {
@@ -128,56 +129,65 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
         for (std::size_t i = 1; i <= n_alt; ++i) why.push_back(advisor::explain(best, results[ranking.order[i]]));
         j["why"] = why;
         j["configurations"] = advisor::sweep_rows_json(results);
-        fmt::print("{}\n", j.dump(2));
-        emit_recommendation(best.candidate.config, a, stderr);
-        return;
-    }
-    fmt::print(
-        "Searched {} configurations of {} on {} x {} {} ({}, objective {}{}): {} fit, {} do not fit, {} "
-        "skipped or invalid.\n\n",
-        results.size(), base.model, base.topology.nodes, base.topology.gpus_per_node, cal.name,
-        global_batch ? fmt::format("global batch {}", *global_batch) : "grad_accum as given", a.objective,
-        headroom_note, fitting, static_cast<long>(results.size()) - fitting - skipped, skipped);
-    fmt::print("Recommendation: {}\n", best.candidate.label());
-    fmt::print(
-        "  micro-batch {}, grad-accum {}: step {}, {:.1f} samples/s, {} tokens/s, MFU {:.1f}%, exposed "
-        "communication {}, peak memory {} of {} usable\n\n",
-        best.candidate.config.micro_batch, best.candidate.config.grad_accum, format_seconds(best.step_time_s),
-        best.samples_per_s, format_count(best.tokens_per_s), best.mfu * 100, format_seconds(best.exposed_comm_s),
-        format_bytes(best.peak_memory_bytes), format_bytes(best.usable_memory_bytes));
-    if (!best.candidate.config.env.empty()) {
-        std::vector<std::string> env;
-        for (const auto& [name, value] : best.candidate.config.env) env.push_back(name + "=" + value);
-        fmt::print(
-            "  NCCL environment: {} (export it on every node before launch; --emit lightning/torch set it in "
-            "the script, and DeepSpeed's multi-node launcher passes what .deepspeed_env lists)\n\n",
-            fmt::join(env, " "));
-    }
-    fmt::print("Top alternatives:\n  {}\n", header());
-    for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  {}\n", row(results[ranking.order[i]]));
-    fmt::print("\nPareto front (throughput against peak memory):\n  {}\n", header());
-    for (std::size_t i : ranking.pareto) fmt::print("  {}\n", row(results[i]));
-    fmt::print("\nWhy the recommendation:\n");
-    for (std::size_t i = 1; i <= n_alt; ++i) fmt::print("  - {}\n", advisor::explain(best, results[ranking.order[i]]));
-    std::size_t pareto_lines = 0;
-    for (std::size_t i : ranking.pareto)
-        if (pareto_lines < 5 && i != ranking.order.front() &&
-            std::find(ranking.order.begin(), ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1), i) ==
-                ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1)) {
-            fmt::print("  - {} (Pareto)\n", advisor::explain(best, results[i]));
-            ++pareto_lines;
+        return j.dump(2);
+    };
+    const auto text = [&] {
+        std::string out;
+        const auto to = std::back_inserter(out);
+        fmt::format_to(to,
+                       "Searched {} configurations of {} on {} x {} {} ({}, objective {}{}): {} fit, {} do not fit, {} "
+                       "skipped or invalid.\n\n",
+                       results.size(), base.model, base.topology.nodes, base.topology.gpus_per_node, cal.name,
+                       global_batch ? fmt::format("global batch {}", *global_batch) : "grad_accum as given",
+                       a.objective, headroom_note, fitting, static_cast<long>(results.size()) - fitting - skipped,
+                       skipped);
+        fmt::format_to(to, "Recommendation: {}\n", best.candidate.label());
+        fmt::format_to(to,
+                       "  micro-batch {}, grad-accum {}: step {}, {:.1f} samples/s, {} tokens/s, MFU {:.1f}%, exposed "
+                       "communication {}, peak memory {} of {} usable\n\n",
+                       best.candidate.config.micro_batch, best.candidate.config.grad_accum,
+                       format_seconds(best.step_time_s), best.samples_per_s, format_count(best.tokens_per_s),
+                       best.mfu * 100, format_seconds(best.exposed_comm_s), format_bytes(best.peak_memory_bytes),
+                       format_bytes(best.usable_memory_bytes));
+        if (!best.candidate.config.env.empty()) {
+            std::vector<std::string> env;
+            for (const auto& [name, value] : best.candidate.config.env) env.push_back(name + "=" + value);
+            fmt::format_to(
+                to,
+                "  NCCL environment: {} (export it on every node before launch; --emit lightning/torch set it in "
+                "the script, and DeepSpeed's multi-node launcher passes what .deepspeed_env lists)\n\n",
+                fmt::join(env, " "));
         }
-    // The fastest configuration that was ruled out, if it beats the recommendation.
-    for (const auto& r : results)
-        if (r.simulated && !advisor::eligible(r, rank_options.memory_headroom) &&
-            r.samples_per_s > best.samples_per_s) {
-            fmt::print("  - not {}: {}\n", r.candidate.label(),
-                       r.fits ? fmt::format("needs {}, above the {:.0f}% headroom", format_bytes(r.peak_memory_bytes),
-                                            rank_options.memory_headroom * 100)
-                              : r.why);
-            break;
-        }
-    emit_recommendation(best.candidate.config, a);
+        fmt::format_to(to, "Top alternatives:\n  {}\n", header());
+        for (std::size_t i = 1; i <= n_alt; ++i) fmt::format_to(to, "  {}\n", row(results[ranking.order[i]]));
+        fmt::format_to(to, "\nPareto front (throughput against peak memory):\n  {}\n", header());
+        for (std::size_t i : ranking.pareto) fmt::format_to(to, "  {}\n", row(results[i]));
+        fmt::format_to(to, "\nWhy the recommendation:\n");
+        for (std::size_t i = 1; i <= n_alt; ++i)
+            fmt::format_to(to, "  - {}\n", advisor::explain(best, results[ranking.order[i]]));
+        std::size_t pareto_lines = 0;
+        for (std::size_t i : ranking.pareto)
+            if (pareto_lines < 5 && i != ranking.order.front() &&
+                std::find(ranking.order.begin(), ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1), i) ==
+                    ranking.order.begin() + static_cast<std::ptrdiff_t>(n_alt + 1)) {
+                fmt::format_to(to, "  - {} (Pareto)\n", advisor::explain(best, results[i]));
+                ++pareto_lines;
+            }
+        // The fastest configuration that was ruled out, if it beats the recommendation.
+        for (const auto& r : results)
+            if (r.simulated && !advisor::eligible(r, rank_options.memory_headroom) &&
+                r.samples_per_s > best.samples_per_s) {
+                fmt::format_to(to, "  - not {}: {}\n", r.candidate.label(),
+                               r.fits
+                                   ? fmt::format("needs {}, above the {:.0f}% headroom",
+                                                 format_bytes(r.peak_memory_bytes), rank_options.memory_headroom * 100)
+                                   : r.why);
+                break;
+            }
+        return out;
+    };
+    a.report.print({.text = text, .json = json});
+    emit_recommendation(best.candidate.config, a, a.report.json() ? stderr : stdout);
 }
 
 }  // namespace
@@ -187,7 +197,6 @@ void add_advise_command(CLI::App& app) {
     auto adv = std::make_shared<AdviseOptions>();
     auto* cmd = app.add_subcommand("advise", "recommend a strategy, micro-batch and knobs for a model and hardware");
     add_options(*cmd, *opts, true);
-    cmd->remove_option(cmd->get_option("--format"));
     cmd->remove_option(cmd->get_option("--trace"));
     cmd->add_option("--global-batch", adv->global_batch,
                     "samples per optimizer step over all GPUs, kept fixed (grad_accum derived)");
@@ -197,11 +206,9 @@ void add_advise_command(CLI::App& app) {
     cmd->add_option("--memory-headroom", adv->headroom, "keep this share of usable device memory free, e.g. 10% or 0.1")
         ->capture_default_str();
     cmd->add_option("--axis", adv->axes, "search these axes (key=v1,v2,...) instead of the default space");
-    cmd->add_option("--format", adv->format,
-                    "text, or json: the recommendation, alternatives and Pareto front by index, and every "
-                    "configuration as `sweep --format json` writes it (dtsim gui opens it)")
-        ->check(CLI::IsMember({"text", "json"}))
-        ->capture_default_str();
+    adv->report.add_option(*cmd, {"text", "json"},
+                           "text, or json: the recommendation, alternatives and Pareto front by index, and every "
+                           "configuration as `sweep --format json` writes it (dtsim gui opens it)");
     cmd->add_option("--emit", adv->emit,
                     "write the recommendation as a DeepSpeed JSON, a Lightning Trainer or a torch DDP/FSDP call")
         ->check(CLI::IsMember({"deepspeed", "lightning", "torch"}));

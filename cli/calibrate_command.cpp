@@ -16,9 +16,11 @@
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"
+#include "reporter.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #ifdef DTSIM_HAVE_CUDA
 #include "dtsim/profiler/cuda_benchmarks.hpp"
@@ -49,7 +51,25 @@ struct CalibrateOptions {
     std::string base = "h100-sxm";
     std::string scope = "intra_node";
     std::string nccl_tests_group = "out-of-place";
+    Reporter report;
 };
+
+// What `--format json` prints once the calibration is written: where, what it
+// holds and where it came from (the file itself has every figure).
+std::string written_json(const Calibration& c, const std::string& out, const std::vector<std::string>& left_out) {
+    nlohmann::ordered_json j = {{"out", out},
+                                {"name", c.name},
+                                {"backend", c.provenance.backend},
+                                {"source", c.provenance.source},
+                                {"machine", c.provenance.machine},
+                                {"date", c.provenance.date},
+                                {"world_size", c.provenance.world_size},
+                                {"gemm_points", c.gemm_points.size()},
+                                {"collective_curves", c.collectives.size()},
+                                {"notes", c.provenance.notes},
+                                {"left_out", left_out}};
+    return j.dump(2);
+}
 
 // The ranks of this calibration (MPI started here when mpirun did not).
 class MpiSession {
@@ -98,11 +118,11 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
         [&](std::string_view text) {
             if (mpi.rank() != 0) return;
             bar.finish("");
-            fmt::print("{}", text);
+            o.report.note(std::string(text.substr(0, text.size() - (text.ends_with('\n') ? 1 : 0))));
         });
     if (mpi.rank() == 0 && skipped > 0)
-        fmt::print("note: {} GEMM shapes of {} were too large for a CPU benchmark and are interpolated\n", skipped,
-                   o.model);
+        o.report.note(fmt::format("note: {} GEMM shapes of {} were too large for a CPU benchmark and are interpolated",
+                                  skipped, o.model));
     return c;
 }
 
@@ -188,7 +208,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
                       [](const calib::CollectiveCurve& x) { return x.scope == calib::LinkScope::intra_node; });
         for (CollectiveKind kind : sweep.kinds) {
             const std::vector<profiler::CollectiveRow> of_kind = profiler::rows_of_kind(result.rows, kind);
-            if (mpi.rank() == 0) fmt::print("{}\n", profiler::format_nccl_tests_table(of_kind, mpi.size(), "nccl"));
+            if (mpi.rank() == 0) o.report.note(profiler::format_nccl_tests_table(of_kind, mpi.size(), "nccl"));
             c.collectives.push_back(
                 profiler::fit_collective(kind, calib::LinkScope::intra_node, mpi.size(), profiler::points_of(of_kind)));
         }
@@ -244,9 +264,16 @@ void run_calibrate(const CalibrateOptions& o) {
         std::vector<std::string> skipped;
         const Calibration c = import_nccl_tests(o, skipped);
         calib::write_calibration(c, o.out);
-        fmt::print("wrote {} ({} collective curves; {})\n", o.out, c.collectives.size(), c.provenance.notes);
-        for (const auto& s : skipped)
-            fmt::print("left out {}: dtsim prices float, half and bfloat16 collectives only\n", s);
+        o.report.print({.text =
+                            [&] {
+                                std::string out = fmt::format("wrote {} ({} collective curves; {})\n", o.out,
+                                                              c.collectives.size(), c.provenance.notes);
+                                for (const auto& s : skipped)
+                                    out += fmt::format(
+                                        "left out {}: dtsim prices float, half and bfloat16 collectives only\n", s);
+                                return out;
+                            },
+                        .json = [&] { return written_json(c, o.out, skipped); }});
         return;
     }
 #ifndef DTSIM_HAVE_CUDA
@@ -264,8 +291,14 @@ void run_calibrate(const CalibrateOptions& o) {
 #endif
         if (mpi.rank() == 0) {
             calib::write_calibration(c, o.out);
-            bar.finish(fmt::format("wrote {} ({} over {} rank{})", o.out, c.provenance.backend, mpi.size(),
-                                   mpi.size() == 1 ? "" : "s"));
+            const std::string wrote = fmt::format("wrote {} ({} over {} rank{})", o.out, c.provenance.backend,
+                                                  mpi.size(), mpi.size() == 1 ? "" : "s");
+            if (o.report.json()) {
+                bar.finish("");
+                o.report.print({.json = [&] { return written_json(c, o.out, {}); }});
+            } else {
+                bar.finish(wrote);
+            }
         }
         MPI_Barrier(MPI_COMM_WORLD);
     });
@@ -292,6 +325,9 @@ void add_calibrate_command(CLI::App& app) {
     cmd->add_option("--io-dir", o->io_dir, "directory for the file write/read benchmark (the NVMe-offload path)")
         ->capture_default_str();
     cmd->add_option("--name", o->name, "name recorded in the calibration");
+    o->report.add_option(*cmd, {"text", "json"},
+                         "text, or json: once the file is written, one object saying where, what it holds (GEMM "
+                         "points, collective curves) and its provenance; the measured tables then go to stderr");
     cmd->add_option("--import-nccl-tests", o->import_nccl_tests,
                     "nccl-tests output (text table or -J JSON) to turn into collective curves (repeatable)");
     cmd->add_option("--base", o->base,

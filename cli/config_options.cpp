@@ -105,9 +105,6 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                        sim::nccl_env_names() + ". Presets of NVIDIA SXM nodes price NCCL's own algorithm choice")
         ->type_name("NAME=VALUE");
     cmd.add_option("--trace", o.trace, "write a Chrome trace (Perfetto, chrome://tracing) to this file");
-    cmd.add_option("--format", o.format, "output: text or json")
-        ->check(CLI::IsMember({"text", "json"}))
-        ->capture_default_str();
 }
 
 bool print_knob_help_if_asked(const SimulateOptions& o) {

@@ -4,6 +4,7 @@
 
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/sim/config.hpp"
+#include "reporter.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -36,11 +37,11 @@ struct SimulateOptions {
     std::vector<std::string> set;
     std::vector<std::string> env;  // --env NCCL_ALGO=ring
     std::string trace;
-    std::string format = "text";
+    Reporter report;  // --format, for the commands that add it (simulate, demo, execute, validate)
 };
 
 // Adds the options to `cmd`. `with_topology` false for commands whose ranks
-// come from mpirun (execute).
+// come from mpirun (execute). --format is each command's own (Reporter).
 void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool with_topology = true);
 
 // "Knobs of strategy ..." for --set help=1; true when the options asked for it.

@@ -94,7 +94,7 @@ void run_execute(const ExecuteOptions& o) {
             result = run_backend(o.backend, plan, workload, config, options);
         }
         if (rank != 0) return;
-        if (o.config.format == "json") {
+        const auto json = [&] {
             Json j = {{"model", config.model},
                       {"strategy", config.strategy},
                       {"world_size", size},
@@ -108,13 +108,12 @@ void run_execute(const ExecuteOptions& o) {
                       {"page_faults_per_step", result.page_faults_per_step},
                       {"loss", result.loss},
                       {"notes", result.notes}};
-            fmt::print("{}\n", j.dump(2));
-        } else {
-            fmt::print("{}", executor::format_execution_summary(result));
-        }
+            return j.dump(2);
+        };
+        o.config.report.print({.text = [&] { return executor::format_execution_summary(result); }, .json = json});
         if (!o.config.trace.empty()) {
             traces::write_chrome_trace(result.timeline, o.config.trace);
-            if (o.config.format == "text") fmt::print("  Measured trace written to {}\n", o.config.trace);
+            o.config.report.note(fmt::format("  Measured trace written to {}", o.config.trace));
         }
     });
 }
@@ -127,6 +126,7 @@ void add_execute_command(CLI::App& app) {
                                    "run a configuration for real on this machine's ranks (CPU backend: "
                                    "MPI + OpenBLAS; CUDA backend: NCCL + cuBLAS) and record each task");
     add_options(*cmd, o->config, true, /*with_topology=*/false);
+    o->config.report.add_option(*cmd, {"text", "json"}, "output: text or json");
     cmd->add_option("--steps", o->steps, "training steps to run (the first is warm-up)")->capture_default_str();
     cmd->add_option(
            "--mode", o->mode,

@@ -7,6 +7,7 @@
 #include "dtsim/traces/trace_reader.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"
+#include "reporter.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,7 @@ namespace {
 
 struct ImportOptions {
     std::vector<std::string> paths;
-    std::string format = "table";
+    Reporter report;
     std::int64_t step = -1;
     std::size_t top = 10;
 };
@@ -226,9 +227,7 @@ void add_import_command(CLI::App& app) {
                     "trace files (.json, .json.gz: one rank each) or directories of them (every *.json / *.json.gz, "
                     "or only *.pt.trace.json* where there are such)")
         ->required();
-    cmd->add_option("--format", o->format, "output: table or json")
-        ->check(CLI::IsMember({"table", "json"}))
-        ->capture_default_str();
+    o->report.add_option(*cmd, {"table", "json"}, "output: table or json");
     cmd->add_option("--step", o->step, "only ProfilerStep#N (default: every step, or the whole trace without steps)");
     cmd->add_option("--top", o->top, "ops per rank in the top-ops table")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->footer(
@@ -259,10 +258,8 @@ void add_import_command(CLI::App& app) {
         bar.finish("");
         const traces::TraceAnalysis analysis =
             traces::analyze_trace(model, traces::AnalysisOptions{.step = o->step, .top_k = o->top});
-        if (o->format == "json")
-            fmt::print("{}\n", to_json(model, analysis).dump(1));
-        else
-            fmt::print("{}", table(model, analysis, *o));
+        o->report.print({.text = [&] { return table(model, analysis, *o); },
+                         .json = [&] { return to_json(model, analysis).dump(1); }});
     });
 }
 

@@ -7,6 +7,7 @@
 #include "dtsim/common/json_io.hpp"
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
+#include "reporter.hpp"
 
 #include <fmt/format.h>
 
@@ -19,7 +20,7 @@ struct ScaleOptions {
     std::string gpus = "8,16,32,64";
     int gpus_per_node = 8;
     std::string plot;
-    std::string format = "table";
+    Reporter report;
 };
 
 std::string table(const advisor::ScaleResult& r) {
@@ -52,16 +53,13 @@ void add_scale_command(CLI::App& app) {
     auto scale = std::make_shared<ScaleOptions>();
     auto* cmd = app.add_subcommand("scale", "simulate one configuration at several GPU counts (scaling curve)");
     add_options(*cmd, *opts, true, /*with_topology=*/false);
-    cmd->remove_option(cmd->get_option("--format"));
     cmd->remove_option(cmd->get_option("--trace"));
     cmd->add_option("--gpus", scale->gpus, "GPU counts, comma-separated (multiples of --gpus-per-node above one node)")
         ->capture_default_str();
     cmd->add_option("--gpus-per-node", scale->gpus_per_node, "GPUs per node; larger counts use whole nodes")
         ->capture_default_str();
     cmd->add_option("--plot", scale->plot, "write the scaling curve as an SVG file (samples/s and efficiency)");
-    cmd->add_option("--format", scale->format, "output: table or json")
-        ->check(CLI::IsMember({"table", "json"}))
-        ->capture_default_str();
+    scale->report.add_option(*cmd, {"table", "json"}, "output: table or json");
     cmd->footer(
         "Example:\n  dtsim scale --model gpt2-xl --strategy fsdp --precision bf16-mixed --micro-batch 8 \\\n"
         "      --gpus 8,16,32,64,128,256 --plot scale.svg");
@@ -70,15 +68,13 @@ void add_scale_command(CLI::App& app) {
         const sim::Config base = make_config(*opts);
         const calib::Calibration cal = load_hardware(*opts);
         const auto result = advisor::run_scaling(base, counts, scale->gpus_per_node, cal);
-        if (scale->format == "json")
-            fmt::print("{}", advisor::scaling_json(result));
-        else
-            fmt::print("{}", table(result));
+        scale->report.print(
+            {.text = [&] { return table(result); }, .json = [&] { return advisor::scaling_json(result); }});
         if (!scale->plot.empty()) {
             const std::string title = fmt::format("{} {} {} micro-batch {} on {}", opts->model, opts->strategy,
                                                   opts->precision, opts->micro_batch, opts->hardware);
             write_file_atomically(scale->plot, advisor::render_svg(advisor::scaling_plot(result, title)));
-            if (scale->format != "json") fmt::print("wrote {}\n", scale->plot);
+            scale->report.note(fmt::format("wrote {}", scale->plot));
         }
     });
 }

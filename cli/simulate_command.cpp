@@ -86,28 +86,30 @@ void run_simulate(const SimulateOptions& o, const TraceSource& from_trace) {
         if (traced) j["from_trace"] = trace_json(*traced);
         return j;
     };
+    const auto json = [&] { return report().dump(2); };
     if (!result.metrics.fits) {
         // JSON consumers (sweeps, scripts) still get the report, with "fits": false.
-        if (o.format == "json") fmt::print("{}\n", report().dump(2));
+        if (o.report.json()) o.report.print({.json = json});
         throw DoesNotFitError(does_not_fit_message(result, config, cal));
     }
-    if (o.format == "json") {
-        fmt::print("{}\n", report().dump(2));
-    } else {
-        if (traced) {
-            fmt::print("From the profile {}:\n", traced->workload.profile);
-            for (const std::string& note : traced->notes) fmt::print("  - {}\n", note);
-            fmt::print(
-                "  Each op is priced at its measured time; collectives, copies and memory come from the "
-                "hardware ({}).\n\n",
-                cal.name);
-        }
-        fmt::print("{}", summary_text(result, config, cal, extras));
-    }
+    o.report.print({.text =
+                        [&] {
+                            std::string out;
+                            if (traced) {
+                                out += fmt::format("From the profile {}:\n", traced->workload.profile);
+                                for (const std::string& note : traced->notes) out += fmt::format("  - {}\n", note);
+                                out += fmt::format(
+                                    "  Each op is priced at its measured time; collectives, copies and memory "
+                                    "come from the hardware ({}).\n\n",
+                                    cal.name);
+                            }
+                            return out + summary_text(result, config, cal, extras);
+                        },
+                    .json = json});
     if (!o.trace.empty()) {
         traces::write_chrome_trace(sim::make_timeline(result, config, cal), o.trace);
-        if (o.format == "text")
-            fmt::print("\n  Trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
+        o.report.note(
+            fmt::format("\n  Trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)", o.trace));
     }
 }
 
@@ -118,6 +120,7 @@ void add_simulate_command(CLI::App& app) {
     auto trace = std::make_shared<TraceSource>();
     auto* cmd = app.add_subcommand("simulate", "predict step time, throughput and peak memory of one configuration");
     add_options(*cmd, *opts, false);
+    opts->report.add_option(*cmd, {"text", "json"}, "output: text or json");
     auto* from = cmd->add_option("--from-trace", trace->paths,
                                  "build the model from a torch.profiler trace of one training step on one rank, "
                                  "without a distributed wrapper (record_shapes=True; profile_memory=True for "
@@ -158,6 +161,7 @@ void add_demo_command(CLI::App& app) {
                                    "simulate GPT-2 XL (bf16-mixed) with DDP on 2 nodes x 8 H100 (every option of "
                                    "`simulate` can override the defaults)");
     add_options(*cmd, *opts, false);
+    opts->report.add_option(*cmd, {"text", "json"}, "output: text or json");
     cmd->callback([opts] { run_simulate(*opts, {}); });
 }
 

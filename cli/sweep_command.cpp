@@ -9,6 +9,7 @@
 #include "dtsim/profiler/presets.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"
+#include "reporter.hpp"
 #include "space_options.hpp"
 
 #include <fmt/format.h>
@@ -26,7 +27,7 @@ namespace {
 
 struct SweepOptions {
     SpaceOptions space;
-    std::string format = "table";
+    Reporter report;
 };
 
 }  // namespace
@@ -88,11 +89,8 @@ void add_sweep_command(CLI::App& app) {
     auto sweep = std::make_shared<SweepOptions>();
     auto* cmd = app.add_subcommand("sweep", "simulate every configuration of a search space (--axis, --space)");
     add_options(*cmd, *opts, true);
-    cmd->remove_option(cmd->get_option("--format"));
     cmd->remove_option(cmd->get_option("--trace"));
-    cmd->add_option("--format", sweep->format, "output: table, csv or json")
-        ->check(CLI::IsMember({"table", "csv", "json"}))
-        ->capture_default_str();
+    sweep->report.add_option(*cmd, {"table", "csv", "json"}, "output: table, csv or json");
     add_space_options(*cmd, sweep->space);
     cmd->footer(
         "Example:\n  dtsim sweep --model gpt2-xl --nodes 2 --precision bf16-mixed --axis strategy=ddp,fsdp \\\n"
@@ -111,12 +109,9 @@ void add_sweep_command(CLI::App& app) {
         } else {
             results = run_with_progress(candidates, cal);
         }
-        if (sweep->format == "csv")
-            fmt::print("{}", advisor::sweep_csv(results));
-        else if (sweep->format == "json")
-            fmt::print("{}", advisor::sweep_json(results));
-        else
-            fmt::print("{}", table(results));
+        sweep->report.print({.text = [&] { return table(results); },
+                             .json = [&] { return advisor::sweep_json(results); },
+                             .csv = [&] { return advisor::sweep_csv(results); }});
     });
 }
 

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -75,36 +76,40 @@ bool should_refresh(const std::string& mode, const calib::Calibration& cal, int 
     return why_not.empty();
 }
 
-void print_validation_table(const ValidateOptions& o, const calib::Calibration& cal, int size, bool refresh,
-                            const std::vector<Result>& results) {
-    fmt::print("Predicted against measured step time: {} on {} rank{} ({}, {}{}), executed over {}\n\n",
-               o.config.model, size, size == 1 ? "" : "s", cal.name, cal.provenance.source,
-               refresh ? ", refreshed around each run" : "", runtime::to_string(profiler::transport_of(cal)));
-    fmt::print("  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy", "mode",
-               "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
+std::string validation_table(const ValidateOptions& o, const calib::Calibration& cal, int size, bool refresh,
+                             const std::vector<Result>& results) {
+    std::string out;
+    const auto to = std::back_inserter(out);
+    fmt::format_to(to, "Predicted against measured step time: {} on {} rank{} ({}, {}{}), executed over {}\n\n",
+                   o.config.model, size, size == 1 ? "" : "s", cal.name, cal.provenance.source,
+                   refresh ? ", refreshed around each run" : "", runtime::to_string(profiler::transport_of(cal)));
+    fmt::format_to(to, "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", "strategy",
+                   "mode", "predicted", "measured", "error", "compute", "collective", "copy", "host", "peak memory");
     for (const auto& [strategy, mode, c] : results)
-        fmt::print(
-            "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
+        fmt::format_to(
+            to, "  {:<28} {:>7} {:>12} {:>12} {:>9}   {:>10} {:>10} {:>10} {:>10}   {:>11}\n", strategy, mode,
             format_seconds(c.predicted_s), format_seconds(c.measured_s), percent(c.predicted_s, c.measured_s),
             percent(c.predicted_kind_s[0], c.measured_kind_s[0]), percent(c.predicted_kind_s[1], c.measured_kind_s[1]),
             percent(c.predicted_kind_s[2], c.measured_kind_s[2]), percent(c.predicted_kind_s[3], c.measured_kind_s[3]),
             percent(static_cast<double>(c.predicted_peak_bytes), static_cast<double>(c.measured_peak_bytes)));
     if (o.tasks > 0)
         for (const auto& [strategy, mode, c] : results) {
-            fmt::print("\n  {}: the {} tasks furthest from measured (rank {}, medians over steps after the first)\n",
-                       strategy, std::min<std::size_t>(static_cast<std::size_t>(o.tasks), c.tasks.size()), c.rank);
-            fmt::print("  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", "task", "name", "kind", "predicted", "measured",
-                       "error");
+            fmt::format_to(
+                to, "\n  {}: the {} tasks furthest from measured (rank {}, medians over steps after the first)\n",
+                strategy, std::min<std::size_t>(static_cast<std::size_t>(o.tasks), c.tasks.size()), c.rank);
+            fmt::format_to(to, "  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", "task", "name", "kind", "predicted",
+                           "measured", "error");
             for (const auto& t : executor::furthest_tasks(c, static_cast<std::size_t>(o.tasks)))
-                fmt::print("  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", t.task, t.name, to_string(t.kind),
-                           format_seconds(t.predicted_s), format_seconds(t.measured_s),
-                           percent(t.predicted_s, t.measured_s));
+                fmt::format_to(to, "  {:>6}  {:<36} {:<12} {:>12} {:>12} {:>9}\n", t.task, t.name, to_string(t.kind),
+                               format_seconds(t.predicted_s), format_seconds(t.measured_s),
+                               percent(t.predicted_s, t.measured_s));
         }
-    fmt::print(
-        "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
-        "computed longest "
-        "(medians over steps after the first); peak memory: the plan's allocations at their measured "
-        "times.\n");
+    fmt::format_to(to,
+                   "\n  Error = (predicted - measured) / measured; per kind, the summed task times of the rank that "
+                   "computed longest "
+                   "(medians over steps after the first); peak memory: the plan's allocations at their measured "
+                   "times.\n");
+    return out;
 }
 
 void run_validate(ValidateOptions o) {
@@ -168,7 +173,7 @@ void run_validate(ValidateOptions o) {
         }
         bar.finish(fmt::format("executed {} configuration{}", configs.size(), configs.size() == 1 ? "" : "s"));
         if (rank != 0) return;
-        if (o.config.format == "json") {
+        const auto json = [&] {
             Json j = {{"model", o.config.model},
                       {"world_size", size},
                       {"hardware", cal.name},
@@ -202,14 +207,13 @@ void run_validate(ValidateOptions o) {
                 }
                 j["results"].push_back(std::move(result));
             }
-            fmt::print("{}\n", j.dump(2));
-        } else {
-            print_validation_table(o, cal, size, refresh, results);
-        }
+            return j.dump(2);
+        };
+        o.config.report.print({.text = [&] { return validation_table(o, cal, size, refresh, results); }, .json = json});
         if (o.gui) {
             if (!o.gui_screenshot.empty()) {
                 show_validation_gui(std::move(for_gui), o.gui_screenshot);
-                if (o.config.format != "json") fmt::print("  Compare view written to {}\n", o.gui_screenshot);
+                o.config.report.note(fmt::format("  Compare view written to {}", o.gui_screenshot));
             } else {
                 fmt::print(stderr, "dtsim: opening the compare view (close the window to finish)\n");
                 show_validation_gui(std::move(for_gui), {});
@@ -226,6 +230,7 @@ void add_validate_command(CLI::App& app) {
                                    "simulate and execute the same configurations, then report the "
                                    "prediction error in total and per task kind");
     add_options(*cmd, o->config, true, /*with_topology=*/false);
+    o->config.report.add_option(*cmd, {"text", "json"}, "output: text or json");
     cmd->add_option("--strategies", o->strategies, "comma-separated strategies to compare (default: --strategy)");
     cmd->add_option("--tasks", o->tasks,
                     "also list, per strategy, the N tasks whose predicted time is furthest from the measured one "

@@ -285,6 +285,37 @@ TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibrat
     CHECK_THAT(missing.err, Catch::Contains("no_such_file.txt"));
 }
 
+TEST_CASE("every command that prints a result takes --format json and prints one document") {
+    const std::string sample =
+        (fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt").string();
+    // calibrate: where the file went and what it holds, as the file itself says.
+    Run written =
+        run_dtsim("calibrate --import-nccl-tests " + sample + " --base h100-sxm --out fmt.json --format json");
+    REQUIRE(written.exit_code == 0);
+    const auto summary = nlohmann::json::parse(written.out);
+    const auto file = nlohmann::json::parse(read_text(scratch_dir() / "fmt.json"));
+    CHECK(summary["out"] == "fmt.json");
+    CHECK(summary["name"] == file["name"]);
+    CHECK(summary["collective_curves"] == file["collectives"].size());
+    CHECK(summary["left_out"].empty());
+    // The text view is unchanged.
+    Run text = run_dtsim("calibrate --import-nccl-tests " + sample + " --base h100-sxm --out fmt2.json");
+    CHECK_THAT(text.out, Catch::StartsWith("wrote fmt2.json ("));
+    // A file written beside a JSON result is said on stderr, so that stdout stays one document.
+    Run traced = run_dtsim("simulate --model gpt2 --trace t.json --format json");
+    REQUIRE(traced.exit_code == 0);
+    CHECK(nlohmann::json::parse(traced.out).contains("step_time_s"));
+    CHECK_THAT(traced.err, Catch::Contains("Trace written to t.json"));
+    for (const char* command : {"models", "hardware", "hardware a100-sxm", "demo", "import t.json",
+                                "sweep --model gpt2 --axis micro_batch=1,2", "scale --model gpt2 --gpus 8,16",
+                                "advise --model gpt2 --axis micro_batch=1,2"}) {
+        INFO(command);
+        Run r = run_dtsim(std::string(command) + " --format json");
+        REQUIRE(r.exit_code == 0);
+        CHECK_NOTHROW(nlohmann::json::parse(r.out));
+    }
+}
+
 TEST_CASE("calibrate --import-nccl-tests gives a half table its own dtype and reads the chosen group") {
     std::string text = read_text(fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_tests/all_reduce_perf_8rank.txt");
     for (auto at = text.find(" float "); at != std::string::npos; at = text.find(" float ", at))
