@@ -124,13 +124,14 @@ void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload&
     const sim::CommHookSpec& spec = plan.hook;
     if (spec.kind == sim::HookKind::none) return;
     auto s = std::make_shared<HookState>();
-    if (spec.name == "fp16_compress")
+    if (spec.kind == sim::HookKind::compress) {
+        // fp16 or bf16: the type the plan's compressed allreduces carry, not the hook's name.
         s->hook = Hook::fp16;
-    else if (spec.name == "bf16_compress")
-        s->hook = Hook::bf16;
-    else if (spec.kind == sim::HookKind::powersgd)
+        for (const auto& t : plan.tasks)
+            if (t.role == sim::CollectiveRole::compressed) s->hook = t.dtype == DType::bf16 ? Hook::bf16 : Hook::fp16;
+    } else if (spec.kind == sim::HookKind::powersgd) {
         s->hook = Hook::powersgd;
-    else
+    } else
         throw ConfigError(fmt::format(
             "train mode runs comm_hook=allreduce, fp16_compress, bf16_compress and powerSGD, not comm_hook={}; "
             "use --mode replay.",
