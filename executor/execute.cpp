@@ -28,10 +28,12 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 extern "C" void openblas_set_num_threads(int);
@@ -208,6 +210,7 @@ public:
                     loss.push_back(l / world);
                 }
                 gather_step(step);
+                if (after_step_ && step + 1 < options_.steps) after_step_();
             }
         } catch (...) {
             fail(std::current_exception());
@@ -218,6 +221,10 @@ public:
         std::lock_guard lock(shared_.mu);
         if (shared_.error) std::rethrow_exception(shared_.error);
     }
+
+    // Called on this thread after each step but the last has been gathered
+    // (between steps: outside every measured step).
+    void set_after_step(std::function<void()> f) { after_step_ = std::move(f); }
 
     // [step][rank][task] of the steps every rank completed: every rank on rank 0,
     // this rank's row elsewhere.
@@ -383,6 +390,7 @@ private:
     Comms comms_;
     int rank_ = 0, world_ = 1;
     FaultInjection inject_;
+    std::function<void()> after_step_;
     mutable Shared shared_;
     mutable std::mutex gathered_mu_;
     std::vector<std::vector<std::vector<TaskTiming>>> gathered_;
@@ -435,6 +443,30 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
                                     config.model, config.strategy));
         }
         Runner& runner = *owned;
+        // Rank 0: the trace of the steps every rank has completed, under
+        // write_partial_trace's path (the run's own trace replaces it at the
+        // end). The steps kept, or -1 with partial_error set. From the
+        // watchdog thread on a fault and from this one between steps.
+        std::mutex partial_mu;
+        std::string partial_error;
+        const auto keep_partial = [&](std::string_view why) {
+            std::lock_guard lock(partial_mu);
+            ExecResult partial;
+            partial.mode = options.mode;
+            partial.world_size = world;
+            partial.timings = runner.gathered();
+            partial.steps = static_cast<int>(partial.timings.size());
+            fill_step_times(partial);
+            sim::Timeline tl = make_measured_timeline(partial, plan, workload, config);
+            tl.title += fmt::format(" - partial: {} of {} step(s) completed{}", partial.steps, options.steps, why);
+            try {
+                options.write_partial_trace(tl);
+            } catch (const std::exception& e) {
+                partial_error = e.what();
+                return -1;
+            }
+            return partial.steps;
+        };
         std::optional<Watchdog> watchdog;
         if (options.fault_timeout_s > 0) {
             Watchdog::Hooks hooks;
@@ -454,23 +486,27 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             };
             hooks.on_fault = [&]() -> std::string {
                 if (!options.write_partial_trace) return {};
-                ExecResult partial;
-                partial.mode = options.mode;
-                partial.world_size = world;
-                partial.timings = runner.gathered();
-                partial.steps = static_cast<int>(partial.timings.size());
-                fill_step_times(partial);
-                sim::Timeline tl = make_measured_timeline(partial, plan, workload, config);
-                tl.title +=
-                    fmt::format(" - partial: {} of {} step(s) completed before a fault", partial.steps, options.steps);
-                try {
-                    options.write_partial_trace(tl);
-                } catch (const std::exception& e) {
-                    return fmt::format("could not write the partial trace: {}", e.what());
-                }
-                return fmt::format("kept the trace of the {} step(s) every rank completed", partial.steps);
+                const int steps = keep_partial(" before a fault");
+                if (steps < 0) return fmt::format("could not write the partial trace: {}", partial_error);
+                return fmt::format("kept the trace of the {} step(s) every rank completed", steps);
             };
             watchdog.emplace(options.fault_timeout_s, rank, world, std::move(hooks));
+        }
+        if (rank == 0 && options.write_partial_trace) {
+            // Keep the completed steps on disk as the run goes, so that they
+            // survive even a rank 0 that gets no time at its end: mpirun sends
+            // SIGKILL 1 s after SIGTERM (odls_base_sigkill_timeout), which a
+            // loaded machine can spend before the watchdog has written them, and
+            // nothing catches an OOM kill. Written between steps, at most once per
+            // 20 times its own cost since the last, so a long run loses at most
+            // about 5 % of its wall time to it and none of its measured steps.
+            runner.set_after_step([&, next = Clock::now()]() mutable {
+                if (Clock::now() < next) return;
+                const auto t0 = Clock::now();
+                if (keep_partial("") < 0) return;  // the end of the run says why, if it still cannot
+                const auto t1 = Clock::now();
+                next = t1 + 20 * (t1 - t0);
+            });
         }
         runner.run(r.loss, r.step_page_faults, world);
         r.timings = runner.gathered();

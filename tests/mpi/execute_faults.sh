@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Faults under `mpirun -np 2 dtsim execute`: a hung, stopped, killed or failing
-# rank, one that cannot allocate its buffers, and a full disk under the
-# NVMe-offload files each stop the job quickly (well within 30 s), non-zero,
+# Faults under `mpirun -np 2 dtsim execute`: a hung, stopped, killed (rank 1,
+# or rank 0 itself) or failing rank, one that cannot allocate its buffers, and
+# a full disk under the NVMe-offload files each stop the job quickly (well within 30 s), non-zero,
 # with a message naming the rank and the cause; where the fault comes after
 # completed steps, their trace is kept and is a valid trace. Uses the test
 # hook DTSIM_FAULT_INJECT, a real ulimit and a real full tmpfs.
@@ -61,6 +61,17 @@ run kill "rank=1,step=2,kind=kill"
 grep -q 'process rank 1 .*exited on signal 9' kill.err || fail "kill: mpirun's message does not name rank 1"
 grep -q 'partial: 2 of 5 step' kill.json || fail "kill: the trace of steps 0-1 was not kept"
 valid_trace kill.json
+
+# Rank 0 itself is killed (SIGKILL) at step 2: nothing of it runs after the
+# kill, so steps 0-1 are there only because rank 0 kept them on disk between
+# steps (a SIGKILL from mpirun 1 s after its SIGTERM is the same case).
+run kill0 "rank=0,step=2,kind=kill"
+[ "$rc" -ne 0 ] || fail "kill0: exit status 0"
+[ "$secs" -le 20 ] || fail "kill0: took ${secs} s (> 20 s)"
+grep -q 'process rank 0 .*exited on signal 9' kill0.err || fail "kill0: mpirun's message does not name rank 0"
+grep -q 'partial: 2 of 5 step' kill0.json || fail "kill0: the trace of steps 0-1 was not kept"
+! grep -q '"step": *2' kill0.json || fail "kill0: the kept trace holds the unfinished step 2"
+valid_trace kill0.json
 
 # Rank 1 stops itself (SIGSTOP) at step 2: the whole process freezes, its
 # watchdog too. Rank 0 sees no heartbeat, names rank 1, keeps steps 0-1.
