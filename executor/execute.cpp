@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,12 @@ namespace {
 using sim::Phase;
 using sim::TaskKind;
 using Clock = std::chrono::steady_clock;
+
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 // This process's minor page faults so far (all threads).
 long minor_page_faults() {
@@ -497,15 +504,18 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             // survive even a rank 0 that gets no time at its end: mpirun sends
             // SIGKILL 1 s after SIGTERM (odls_base_sigkill_timeout), which a
             // loaded machine can spend before the watchdog has written them, and
-            // nothing catches an OOM kill. Written between steps, at most once per
-            // 20 times its own cost since the last, so a long run loses at most
-            // about 5 % of its wall time to it and none of its measured steps.
+            // nothing catches an OOM kill. Written between steps (none of the
+            // measured steps pays for it): after every step while a write costs
+            // this thread under 5 ms of CPU (a short trace; CPU time, so that a
+            // loaded machine does not change what is kept), and beyond that at
+            // most once per 20 times its cost, about 5 % of the run's wall time.
             runner.set_after_step([&, next = Clock::now()]() mutable {
                 if (Clock::now() < next) return;
+                const double cpu0 = thread_cpu_seconds();
                 const auto t0 = Clock::now();
                 if (keep_partial("") < 0) return;  // the end of the run says why, if it still cannot
                 const auto t1 = Clock::now();
-                next = t1 + 20 * (t1 - t0);
+                next = thread_cpu_seconds() - cpu0 < 5e-3 ? t1 : t1 + 20 * (t1 - t0);
             });
         }
         runner.run(r.loss, r.step_page_faults, world);

@@ -68,10 +68,11 @@ struct ExecOptions {
     // Stop the job when no rank makes progress for this long (seconds); 0: no watchdog.
     double fault_timeout_s = 30;
     // Rank 0: the measured timeline of the steps every rank completed, titled
-    // "partial: K of N step(s) completed". Called between steps as the run goes
-    // (throttled to about 5 % of the wall time), so that the steps survive a
-    // rank 0 killed outright, and from the watchdog thread on a fault, just
-    // before the job stops. The run's own trace replaces it at the end.
+    // "partial: K of N step(s) completed". Called between steps as the run
+    // goes (after each while a write costs under 5 ms, then at most about 5 %
+    // of the wall time), so that the steps survive a rank 0 killed outright,
+    // and from the watchdog thread on a fault, just before the job stops. The
+    // run's own trace replaces it at the end.
     std::function<void(const sim::Timeline&)> write_partial_trace;
 };
 
