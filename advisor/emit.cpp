@@ -80,6 +80,12 @@ std::pair<std::string, std::string> fsdp_dtypes(const sim::Config& c, const sim:
 }
 
 std::string checkpoint_note(const sim::Config& c) {
+    if (c.ac_op)
+        return "# op-level selective activation checkpointing (torchtitan's selective_ac_option=\"op\"): "
+               "checkpoint_wrapper(block, context_fn=...) around each transformer block, the context from "
+               "torch.utils.checkpoint.create_selective_checkpoint_contexts(policy), where the policy returns "
+               "CheckpointPolicy.MUST_SAVE for SDPA's flash / efficient kernels and for aten.mm calls 1, 3, 5, ... "
+               "of the block, and PREFER_RECOMPUTE for everything else\n";
     if (c.ac_freq <= 1) return "# activation checkpointing: torch.utils.checkpoint around each transformer block\n";
     return fmt::format(
         "# selective activation checkpointing: torch.utils.checkpoint around every {}th transformer "
@@ -264,7 +270,8 @@ std::string emit_lightning(const sim::Config& config) {
                         torch_dtype(reduce)),
             "auto_wrap_policy=" + wrap_policy(k),
         };
-        if (c.activation_checkpointing && c.ac_freq <= 1) args.push_back("activation_checkpointing_policy={Block}");
+        if (c.activation_checkpointing && c.ac_freq <= 1 && !c.ac_op)
+            args.push_back("activation_checkpointing_policy={Block}");
         strategy = call("strategy = FSDPStrategy", args);
     } else if (c.strategy == "deepspeed") {
         imports += "from lightning.pytorch.strategies import DeepSpeedStrategy\n";
@@ -308,7 +315,7 @@ std::string emit_lightning(const sim::Config& config) {
     };
     if (c.sync_batchnorm) trainer.push_back("sync_batchnorm=True");
     std::string notes = training_notes(c);
-    if (c.activation_checkpointing && (c.strategy != "fsdp" || c.ac_freq > 1)) notes += checkpoint_note(c);
+    if (c.activation_checkpointing && (c.strategy != "fsdp" || c.ac_freq > 1 || c.ac_op)) notes += checkpoint_note(c);
     return imports + "\n" + setup + strategy + "\n" + notes + call("trainer = Trainer", trainer) + "\n";
 }
 

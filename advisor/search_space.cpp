@@ -121,9 +121,11 @@ void apply_common(sim::Config& c, const std::string& axis, const std::string& v)
     else if (axis == "precision")
         c.precision = sim::precision_from_string(v);
     else if (axis == "activation_checkpointing") {
-        // true/false (or 1/0), or N >= 2: every N-th block (selective AC by layer).
+        // true/false (or 1/0), N >= 2: every N-th block (selective AC by layer),
+        // or op: op-level selective AC in every block.
         const bool every = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos && v != "0" && v != "1";
-        c.activation_checkpointing = every || parse_flag(axis, v);
+        c.ac_op = v == "op";
+        c.activation_checkpointing = every || c.ac_op || parse_flag(axis, v);
         // Past the bound, Config::validate names it (as --ac-freq).
         c.ac_freq = every ? static_cast<int>(std::min<std::int64_t>(parse_int(axis, v, 2), sim::Config::kMaxAcFreq + 1))
                           : 1;
@@ -496,8 +498,9 @@ SearchSpace default_space(const sim::Config& base, std::optional<std::int64_t> g
         throw ConfigError(fmt::format("--global-batch {} is not a multiple of the {} GPUs: no micro-batch fits it",
                                       *global_batch, world));
     add_axis(space, {"micro_batch", micro});
-    // Off, every block, or every 2nd (selective AC: often the fastest that fits).
-    add_axis(space, {"activation_checkpointing", {"false", "true", "2"}});
+    // Off, every block, every 2nd, or op-level in every block (the selective
+    // forms are often the fastest that fit).
+    add_axis(space, {"activation_checkpointing", {"false", "true", "2", "op"}});
     add_axis(space, {"bucket_cap_mb", {"25", "100"}});
     add_axis(space, {"gradient_as_bucket_view", {"false", "true"}});
     std::vector<std::string> sharding = {"FULL_SHARD", "SHARD_GRAD_OP"};

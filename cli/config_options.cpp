@@ -94,6 +94,10 @@ void add_options(CLI::App& cmd, SimulateOptions& o, bool model_required, bool wi
                    "with --activation-checkpointing: only every N-th block (selective AC by layer, torchtitan's "
                    "ac_freq; 2 = blocks 2, 4, ...)")
         ->capture_default_str();
+    cmd.add_flag("--ac-op", o.ac_op,
+                 "with --activation-checkpointing: op-level selective AC in each block (torchtitan's "
+                 "selective_ac_option=op): keep the outputs of SDPA and of every other bias-free matmul, "
+                 "recompute the rest");
     cmd.add_flag("--sync-batchnorm", o.sync_batchnorm,
                  "BatchNorm layers synchronise statistics across ranks (SyncBatchNorm; resnet50)");
     cmd.add_option("--set", o.set,
@@ -189,6 +193,7 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     c.attention = models::attention_from_string(o.attention);
     c.activation_checkpointing = o.activation_checkpointing;
     c.ac_freq = o.ac_freq;
+    c.ac_op = o.ac_op;
     c.sync_batchnorm = o.sync_batchnorm;
     // A DeepSpeed config file stands for the ZeRO strategy with its knobs.
     if (o.strategy.ends_with(".json")) {

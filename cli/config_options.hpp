@@ -33,6 +33,7 @@ struct SimulateOptions {
     std::string attention = "flash";
     bool activation_checkpointing = false;
     int ac_freq = 1;
+    bool ac_op = false;
     bool sync_batchnorm = false;
     std::vector<std::string> set;
     std::vector<std::string> env;  // --env NCCL_ALGO=ring

@@ -42,7 +42,8 @@ advisor::SearchSpace space_from_options(const SpaceOptions& s) {
 void add_space_options(CLI::App& cmd, SpaceOptions& s) {
     cmd.add_option("--axis", s.axes,
                    "an axis of the space, key=v1,v2,...: strategy, micro_batch, grad_accum, seq_len, precision, "
-                   "activation_checkpointing, a strategy knob, or an NCCL variable --env takes (e.g. "
+                   "activation_checkpointing (false, true, N: every N-th block, op: op-level), a strategy knob, or an "
+                   "NCCL variable --env takes (e.g. "
                    "NCCL_SOCKET_NTHREADS=default,2,4; default leaves it unset) (repeatable)");
     cmd.add_option("--space", s.space_file, "a JSON search space: {\"strategy\": [...], \"knobs\": {...}}");
     cmd.add_option("--global-batch", s.global_batch,

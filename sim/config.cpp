@@ -113,6 +113,15 @@ void Config::validate() const {
         throw ConfigError(fmt::format(
             "--ac-freq {} selects which blocks activation checkpointing recomputes; add --activation-checkpointing",
             ac_freq));
+    if (ac_op && !activation_checkpointing)
+        throw ConfigError(
+            "--ac-op chooses what activation checkpointing saves inside each block; add "
+            "--activation-checkpointing");
+    if (ac_op && ac_freq > 1)
+        throw ConfigError(
+            fmt::format("--ac-op and --ac-freq {} are two kinds of selective AC (torchtitan's "
+                        "selective_ac_option is \"op\" or a block frequency): give one",
+                        ac_freq));
     parse_nccl_env(env);  // throws on a variable or value NCCL would not take
 }
 

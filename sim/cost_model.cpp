@@ -245,14 +245,20 @@ double CostModel::nvme_ns(Transfer direction, std::int64_t bytes) const {
 std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workload& workload) const {
     // Layers repeat across micro-steps: price each layer's phase once.
     const std::size_t nl = workload.layers.size();
-    std::vector<double> forward_ns(nl, -1), backward_ns(nl, -1);
+    std::vector<double> forward_ns(nl, -1), backward_ns(nl, -1), recompute_ns(nl, -1);
     auto layer_ns = [&](const Task& t) -> double {
         const auto i = static_cast<std::size_t>(t.layer);
-        auto& cache = t.phase == Phase::backward ? backward_ns : forward_ns;
+        // Op-level selective AC: a recompute skips the ops whose outputs the forward saved.
+        const std::vector<char>* saved =
+            t.phase == Phase::recompute && i < plan.recompute_saved.size() && !plan.recompute_saved[i].empty()
+                ? &plan.recompute_saved[i]
+                : nullptr;
+        auto& cache = t.phase == Phase::backward ? backward_ns : saved != nullptr ? recompute_ns : forward_ns;
         if (cache[i] < 0) {
             const auto& ops = t.phase == Phase::backward ? workload.layers[i].backward : workload.layers[i].forward;
             double sum = 0;
-            for (const auto& op : ops) sum += op_ns(op);
+            for (std::size_t k = 0; k < ops.size(); ++k)
+                if (saved == nullptr || (*saved)[k] == 0) sum += op_ns(ops[k]);
             cache[i] = sum;
         }
         return cache[i];

@@ -88,6 +88,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["optimizer"] = optimizer_name(config);
     j["activation_checkpointing"] = config.activation_checkpointing;
     if (config.ac_freq > 1) j["ac_freq"] = config.ac_freq;
+    if (config.ac_op) j["ac_op"] = true;
     j["sync_batchnorm"] = config.sync_batchnorm;
     const auto& strategy = strategies().find(config.strategy);
     Knobs knobs(strategy.name, strategy.value.knobs, config.knobs);

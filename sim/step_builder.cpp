@@ -1,6 +1,7 @@
 #include "dtsim/sim/step_builder.hpp"
 
 #include "dtsim/common/error.hpp"
+#include "dtsim/sim/selective_ac.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +17,9 @@ StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Con
     segment_first_.assign(static_cast<std::size_t>(n), -1);
     segment_last_.assign(static_cast<std::size_t>(n), -1);
     segment_input_bytes_.assign(static_cast<std::size_t>(n), 0);
+    op_saved_bytes_.assign(static_cast<std::size_t>(n), 0);
     if (!c_.activation_checkpointing) return;
+    std::vector<std::pair<int, int>> segments;
     // One checkpoint segment per transformer block / residual stage, as
     // HuggingFace's gradient_checkpointing_enable() wraps each block; with
     // ac_freq N only every N-th block, counting from 1 (torchtitan's
@@ -36,9 +39,29 @@ StepBuilder::StepBuilder(Plan& plan, const models::Workload& workload, const Con
             std::int64_t input = w_.layers[static_cast<std::size_t>(l)].saved_activation_bytes;
             if (input == 0 && l > 0) input = w_.layers[static_cast<std::size_t>(l) - 1].saved_activation_bytes;
             segment_input_bytes_[static_cast<std::size_t>(l)] = input;
+            segments.emplace_back(l, end);
         }
         l = end + 1;
     }
+    if (!c_.ac_op) return;
+    // Op-level selective AC: the forward keeps the saved ops' outputs (the
+    // policy's cache), and the recompute runs the other ops only.
+    plan_.recompute_saved = op_sac_saved_ops(w_, segments);
+    for (int l = 0; l < n; ++l) {
+        const auto& layer = w_.layers[static_cast<std::size_t>(l)];
+        const auto& mask = plan_.recompute_saved[static_cast<std::size_t>(l)];
+        for (std::size_t i = 0; i < mask.size(); ++i)
+            if (mask[i] != 0)
+                op_saved_bytes_[static_cast<std::size_t>(l)] += op_sac_output_bytes(layer, layer.forward[i]);
+    }
+}
+
+// What a checkpointed layer holds once its recompute has run: everything its
+// backward reads. Op-level SAC's cached outputs become part of it; should they
+// exceed what an uncheckpointed layer saves, the larger stays.
+std::int64_t StepBuilder::recomputed_bytes(int layer) const {
+    return std::max(w_.layers[static_cast<std::size_t>(layer)].saved_activation_bytes,
+                    op_saved_bytes_[static_cast<std::size_t>(layer)]);
 }
 
 int StepBuilder::stream(const std::string& name, TaskKind kind) {
@@ -112,7 +135,8 @@ std::int32_t StepBuilder::forward(int m, int layer, Deps deps) {
     } else {
         if (segment_first_[static_cast<std::size_t>(layer)] == layer)
             plan_.alloc(MemCategory::activations, segment_input_bytes_[static_cast<std::size_t>(layer)]);
-        // Under checkpointing nothing is saved, but the autocast cache holds
+        plan_.alloc(MemCategory::activations, op_saved_bytes_[static_cast<std::size_t>(layer)]);
+        // Under checkpointing nothing else is saved, but the autocast cache holds
         // the casts until the forward ends.
         plan_.alloc(MemCategory::other, autocast_copy_bytes(layer));
         autocast_cache_bytes_ += autocast_copy_bytes(layer);
@@ -135,7 +159,7 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
             Task t{
                 .kind = TaskKind::compute, .phase = Phase::recompute, .stream = compute_, .micro_step = m, .layer = r};
             previous = r == segment_first_[idx] ? add_compute(t, deps) : add(t, {});
-            plan_.alloc(MemCategory::activations, w_.layers[static_cast<std::size_t>(r)].saved_activation_bytes);
+            plan_.alloc(MemCategory::activations, recomputed_bytes(r) - op_saved_bytes_[static_cast<std::size_t>(r)]);
             plan_.alloc(MemCategory::other, autocast_copy_bytes(r));
         }
         recomputed = previous;
@@ -146,7 +170,7 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
     const std::int32_t id = add_compute(t, recomputed >= 0 ? Deps(after_recompute) : deps);
     plan_.alloc(MemCategory::activations, l.backward_transient_bytes);  // held while the task runs
     plan_.release(MemCategory::activations, l.backward_transient_bytes);
-    plan_.release(MemCategory::activations, l.saved_activation_bytes);
+    plan_.release(MemCategory::activations, checkpointed(layer) ? recomputed_bytes(layer) : l.saved_activation_bytes);
     plan_.release(MemCategory::other, autocast_copy_bytes(layer));
     if (checkpointed(layer) && segment_first_[idx] == layer)
         plan_.release(MemCategory::activations, segment_input_bytes_[idx]);

@@ -145,12 +145,14 @@ void release_scratch(Scratch& s) {
 
 void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s,
                  runtime::Communicator* comm) {
-    (void)plan;
     switch (t.kind) {
         case TaskKind::compute:
             if (const auto* ops = ops_of(w, t)) {
-                for (const auto& op : *ops) {
-                    if (op.kind == models::OpKind::gemm)
+                for (std::size_t k = 0; k < ops->size(); ++k) {
+                    const auto& op = (*ops)[k];
+                    if (!replays_op(plan, t, k))
+                        continue;
+                    else if (op.kind == models::OpKind::gemm)
                         gemm(op, s);
                     else
                         memory_pass(op.bytes, s.mem);

@@ -151,8 +151,11 @@ bool StreamWork::enqueue(const sim::Task& t, ncclComm_t comm) {
         case TaskKind::compute: {
             bool launched = false;
             if (const auto* ops = ops_of(*w_, t)) {
-                for (const auto& op : *ops)
+                for (std::size_t k = 0; k < ops->size(); ++k) {
+                    const auto& op = (*ops)[k];
+                    if (!replays_op(*plan_, t, k)) continue;
                     launched = (op.kind == models::OpKind::gemm ? gemm(op) : memory_pass(op.bytes)) || launched;
+                }
                 if (t.phase == sim::Phase::backward)
                     launched = memory_pass(t.bytes) || launched;  // fused bucket copies
             } else {

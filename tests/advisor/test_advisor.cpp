@@ -304,9 +304,16 @@ TEST_CASE("the default advise space covers DDP, FSDP and ZeRO, HYBRID_SHARD only
     CHECK(has(one, "offload_optimizer=cpu"));
     CHECK(has(one, "cpu_offload=true"));
     // DDP 2 x 2 buckets/views, FSDP 2 shardings x 2 offloads, ZeRO 3 stages x 2 offloads;
-    // 4 micro-batches; checkpointing off, every block, and every 2nd block (selective).
-    CHECK(one.size() == (4 + 4 + 6) * 4 * 3);
+    // 4 micro-batches; checkpointing off, every block, every 2nd block and op-level (selective).
+    CHECK(one.size() == (4 + 4 + 6) * 4 * 4);
     CHECK(has(one, "activation_checkpointing=2"));
+    const auto op = std::find_if(one.begin(), one.end(), [](const Candidate& c) {
+        return c.label().find("activation_checkpointing=op") != std::string::npos;
+    });
+    REQUIRE(op != one.end());
+    CHECK(op->config.activation_checkpointing);
+    CHECK(op->config.ac_op);
+    CHECK(op->config.ac_freq == 1);
 }
 
 TEST_CASE("advise turns to offload where nothing fits without it") {

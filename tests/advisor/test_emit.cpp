@@ -198,3 +198,22 @@ TEST_CASE("torch emitter writes the DDP/FSDP call and the hook registration", "[
     CHECK(contains(d, "model=model,"));
     CHECK(contains(d, "config=\"ds_config.json\""));
 }
+
+TEST_CASE(
+    "emitted configs say how to checkpoint: Lightning's block policy for full AC, torchtitan's op policy for --ac-op",
+    "[emit]") {
+    sim::Config fsdp = gpt2("fsdp", {});
+    fsdp.activation_checkpointing = true;
+    const std::string full = advisor::emit_lightning(fsdp);
+    INFO(full);
+    CHECK(contains(full, "activation_checkpointing_policy={Block}"));
+    CHECK_FALSE(contains(full, "MUST_SAVE"));
+    fsdp.ac_op = true;
+    for (const std::string& text : {advisor::emit_lightning(fsdp), advisor::emit_torch(fsdp)}) {
+        INFO(text);
+        // Lightning's policy would checkpoint the whole block: op-level SAC needs the context function instead.
+        CHECK_FALSE(contains(text, "activation_checkpointing_policy={Block}"));
+        CHECK(contains(text, "create_selective_checkpoint_contexts"));
+        CHECK(contains(text, "MUST_SAVE for SDPA's flash / efficient kernels and for aten.mm calls 1, 3, 5"));
+    }
+}

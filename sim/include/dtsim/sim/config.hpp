@@ -62,6 +62,11 @@ struct Config {
     // With activation_checkpointing: every ac_freq-th block only (torchtitan's
     // selective AC by layer, `ac_freq`: blocks 2, 4, ... for 2); 1 = every block.
     int ac_freq = 1;
+    // With activation_checkpointing: op-level selective AC inside each block
+    // (torchtitan's selective_ac_option "op", sim/selective_ac.hpp): the
+    // outputs of SDPA and of every other bias-free matmul are saved, and only
+    // the other ops are recomputed in backward.
+    bool ac_op = false;
     // BatchNorm layers synchronise their statistics across ranks (SyncBatchNorm).
     bool sync_batchnorm = false;
     // The host allocator keeps freed memory for reuse (dtsim's executor tunes

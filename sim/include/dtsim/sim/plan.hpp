@@ -163,6 +163,10 @@ struct Plan {
     // mixed precision), or the parameters' where the strategy casts them
     // (FSDP's MixedPrecision param_dtype).
     DType compute_dtype = DType::fp32;
+    // Op-level selective AC (Config::ac_op): per layer, per forward op, 1
+    // where the forward saved the op's output, so that its recompute skips
+    // it (sim/selective_ac.hpp). Empty, or an empty mask: recompute every op.
+    std::vector<std::vector<char>> recompute_saved;
     std::vector<Task> tasks;  // issue order: each stream runs its tasks in this order
     std::vector<std::int32_t> deps;
     std::vector<MemoryDelta> memory;

@@ -94,6 +94,7 @@ private:
     std::int32_t add_compute(Task t, Deps deps);
     bool sync_batchnorm(int layer) const;
     std::int64_t autocast_copy_bytes(int layer) const;
+    std::int64_t recomputed_bytes(int layer) const;
 
     Plan& plan_;
     const models::Workload& w_;
@@ -102,6 +103,9 @@ private:
     // Checkpoint segments: [first, last] layer of each layer's segment, -1 when not checkpointed.
     std::vector<int> segment_first_, segment_last_;
     std::vector<std::int64_t> segment_input_bytes_;  // by segment's first layer
+    // Op-level selective AC: what each checkpointed layer's forward saves (its
+    // saved ops' outputs); 0 elsewhere.
+    std::vector<std::int64_t> op_saved_bytes_;
     std::int64_t autocast_cache_bytes_ = 0;          // checkpointed forwards' casts, freed when forward ends
     std::int32_t compute_barrier_ = -1;
     bool autocast_ = true;  // the next compute task waits for it (SyncBatchNorm)
