@@ -65,6 +65,7 @@ void run_execute(const ExecuteOptions& o) {
         sim::Config config = make_config(o.config);
         config.topology = {1, size};  // the ranks mpirun started, on this machine
         config.host_memory_reuse = !torch_allocator;  // the Plan's gradients pay first touch under torch's
+        config.collectives_block_compute = o.backend != "cuda";  // a CPU rank waits in synchronous collectives
         if (o.steps < 1) throw ConfigError(fmt::format("--steps must be >= 1 (got {})", o.steps));
         const models::Workload workload = sim::build_workload(config);
         const sim::Plan plan = sim::lower(workload, config);

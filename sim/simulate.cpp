@@ -53,7 +53,13 @@ PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, c
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration) {
     SimResult r;
-    r.plan = lower(*workload, config);
+    if (calibration.provenance.backend.starts_with("cpu") && !config.collectives_block_compute) {
+        Config on_cpu = config;  // the model's thread waits in each synchronous collective
+        on_cpu.collectives_block_compute = true;
+        r.plan = lower(*workload, on_cpu);
+    } else {
+        r.plan = lower(*workload, config);
+    }
     r.duration_ns = CostModel(calibration, parse_nccl_env(config.env)).price(r.plan, *workload);
     r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap);
     r.metrics = compute_metrics(r.plan, r.schedule, *workload, config, calibration);

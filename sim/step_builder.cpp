@@ -97,11 +97,15 @@ std::int32_t StepBuilder::add(Task t, Deps deps) {
 }
 
 std::int32_t StepBuilder::add_compute(Task t, Deps deps) {
-    if (compute_barrier_ < 0) return add(t, deps);
+    if (compute_barriers_.empty()) return add(t, deps);
     std::vector<std::int32_t> all(deps.begin(), deps.end());
-    all.push_back(compute_barrier_);
-    compute_barrier_ = -1;
+    all.insert(all.end(), compute_barriers_.begin(), compute_barriers_.end());
+    compute_barriers_.clear();
     return add(t, all);
+}
+
+void StepBuilder::synchronous_collective(std::int32_t task) {
+    if (c_.collectives_block_compute) compute_barriers_.push_back(task);
 }
 
 // BatchNorm layers are the ones with buffers (running statistics).
@@ -179,8 +183,8 @@ std::int32_t StepBuilder::backward(int m, int layer, Deps deps, std::int64_t fus
         // the layers below wait for it.
         const std::int64_t channels = (l.buffer_bytes - 8) / 8;
         const std::int32_t after[] = {id};
-        compute_barrier_ = collective(CollectiveKind::allreduce, 2 * channels * 4, world_group(),
-                                      stream("sync_batchnorm", TaskKind::collective), after, m);
+        compute_barriers_.push_back(collective(CollectiveKind::allreduce, 2 * channels * 4, world_group(),
+                                               stream("sync_batchnorm", TaskKind::collective), after, m));
     }
     return id;
 }

@@ -209,6 +209,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
                                                     shard_group_stream, deps, m, u, param_dtype);
         plan.set_role(CollectiveRole::parameter_gather, {u});
+        step.synchronous_collective(gather);  // _all_gather_flat_param: dist.all_gather, no async_op
         plan.alloc(MemCategory::gathered, un.padded * param_bytes);
         if (offload) plan.release(MemCategory::gathered, shard_bytes * un.shard);
         unsharded[static_cast<std::size_t>(u)] = 1;
@@ -262,6 +263,7 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
                                    shard_group_stream, after, m, u, reduce_dtype);
             plan.set_role(CollectiveRole::gradient_reduce, {u});
+            step.synchronous_collective(done);  // _reduce_grad: dist.reduce_scatter_single, no async_op
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
@@ -270,12 +272,14 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
                 const std::int32_t rs[] = {done};
                 done = step.collective(CollectiveKind::allreduce, un.shard * reduce_bytes, replicate_group,
                                        all_reduce_stream, rs, m, u, reduce_dtype);
+                step.synchronous_collective(done);
             }
         } else if (replicate_group >= 0) {
             // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
             done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
                                    all_reduce_stream, after, m, u, reduce_dtype);
             plan.set_role(CollectiveRole::gradient_reduce, {u});
+            step.synchronous_collective(done);  // _reduce_grad_no_shard: dist.all_reduce, no async_op
             plan.alloc(MemCategory::gradients, cast);
             keep_grad_shard(u, cast);
         } else {
@@ -323,12 +327,15 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
                 // Pre-forward of unit u. Without forward_prefetch its all-gather is issued
                 // here; the CPU gets here once the previous unit's forward is issued, which
                 // is modelled (§3.4, unverified) as: after the previous unit's first forward task.
+                // On a CPU backend the model's thread computes that forward itself: after its last task.
                 if (gather[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
                     DTSIM_ASSERT(next < order.size() && order[next] == u, "units gather in forward order");
-                    gather_next(entered_first_forward);
+                    gather_next(config.collectives_block_compute ? last_forward : entered_first_forward);
                 }
-                // forward_prefetch: the next unit's all-gather right after this one's.
-                if (forward_prefetch && next < order.size()) gather_next(-1);
+                // forward_prefetch: the next unit's all-gather right after this one's (on a
+                // CPU backend, where the model's thread issues it, after the forward so far).
+                if (forward_prefetch && next < order.size())
+                    gather_next(config.collectives_block_compute ? last_forward : -1);
             }
             const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1,
                                          l == 0 ? gather[static_cast<std::size_t>(kRoot)] : -1};
@@ -389,9 +396,11 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             // shard group's stream. The CPU runs ahead of the GPU: it reaches this hook
             // about when the unit's backward kernels are issued, modelled (as for forward
             // without forward_prefetch, §3.4, unverified) as after the unit's first
-            // backward task. NONE waits for the unit's whole backward instead (the next
-            // unit's pre-backward hook above).
-            if (prefetch == Prefetch::backward_post && next < order.size()) gather_next(unit_first_backward);
+            // backward task (on a CPU backend: after its last, which that thread computes).
+            // NONE waits for the unit's whole backward instead (the next unit's
+            // pre-backward hook above).
+            if (prefetch == Prefetch::backward_post && next < order.size())
+                gather_next(config.collectives_block_compute ? b : unit_first_backward);
             // The unit's gradient becomes one flat tensor: the parameters are views
             // of the flat parameter, and autograd's backward of that split
             // concatenates their gradients into a new one (FlatParamHandle;

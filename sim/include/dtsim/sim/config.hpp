@@ -75,6 +75,14 @@ struct Config {
     // are faulted in again by the next backward, at the calibration's
     // host.first_touch_gbps (calibrations without it, GPUs: no cost).
     bool host_memory_reuse = false;
+    // A collective the library calls without async_op (FSDP's all-gathers and
+    // reduce-scatters: dist.all_gather, dist.reduce_scatter_single) returns
+    // only once it has ended. On GPUs that wait is a stream dependency and the
+    // CPU runs on; on a CPU backend (gloo, MPI) Work::wait() blocks the thread
+    // that runs the model, so no layer computes while the collective runs.
+    // Set for CPU hardware by simulate() (a "cpu-..." calibration) and by the
+    // CPU executor; never from the command line.
+    bool collectives_block_compute = false;
     // Which training iteration to simulate (1-based). Most strategies behave the
     // same from some iteration on; the default stands for that steady state.
     // DDP rebuilds buckets after iteration 1 (2 with static_graph), PowerSGD

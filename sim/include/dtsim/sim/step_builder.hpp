@@ -52,6 +52,10 @@ public:
     // any type the calibration did not measure on its own).
     std::int32_t collective(CollectiveKind kind, std::int64_t bytes, int group, int stream, Deps deps, int m,
                             int bucket = -1, DType dtype = DType::fp32);
+    // `task`, a collective, is called synchronously by the thread that runs the
+    // model: under Config::collectives_block_compute (CPU backends) the next
+    // compute task waits for it to end.
+    void synchronous_collective(std::int32_t task);
     // An explicit elementwise pass on a compute stream (optimizer step, casts, copies).
     // `flops` are priced at the fp32 GEMM peak (matmul-like work), `launches`
     // adds that many kernel launch gaps (launch-bound loops).
@@ -107,7 +111,7 @@ private:
     // saved ops' outputs); 0 elsewhere.
     std::vector<std::int64_t> op_saved_bytes_;
     std::int64_t autocast_cache_bytes_ = 0;          // checkpointed forwards' casts, freed when forward ends
-    std::int32_t compute_barrier_ = -1;
+    std::vector<std::int32_t> compute_barriers_;     // the next compute task waits for these
     bool autocast_ = true;  // the next compute task waits for it (SyncBatchNorm)
 };
 
