@@ -505,17 +505,16 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             // SIGKILL 1 s after SIGTERM (odls_base_sigkill_timeout), which a
             // loaded machine can spend before the watchdog has written them, and
             // nothing catches an OOM kill. Written between steps (none of the
-            // measured steps pays for it): after every step while a write costs
-            // this thread under 5 ms of CPU (a short trace; CPU time, so that a
-            // loaded machine does not change what is kept), and beyond that at
-            // most once per 20 times its cost, about 5 % of the run's wall time.
-            runner.set_after_step([&, next = Clock::now()]() mutable {
-                if (Clock::now() < next) return;
+            // measured steps pays for it), after every step until the writes have
+            // cost this thread 50 ms of CPU, and beyond that while they stay
+            // within 5 % of the run's wall time. CPU time, so that a loaded or
+            // sanitized build keeps the same steps of a short run.
+            runner.set_after_step([&, start = Clock::now(), spent_s = 0.0]() mutable {
+                const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+                if (spent_s > 0.05 && spent_s > 0.05 * wall_s) return;
                 const double cpu0 = thread_cpu_seconds();
-                const auto t0 = Clock::now();
-                if (keep_partial("") < 0) return;  // the end of the run says why, if it still cannot
-                const auto t1 = Clock::now();
-                next = thread_cpu_seconds() - cpu0 < 5e-3 ? t1 : t1 + 20 * (t1 - t0);
+                keep_partial("");  // on failure the end of the run says why, if it still cannot write
+                spent_s += thread_cpu_seconds() - cpu0;
             });
         }
         runner.run(r.loss, r.step_page_faults, world);

@@ -69,7 +69,7 @@ struct ExecOptions {
     double fault_timeout_s = 30;
     // Rank 0: the measured timeline of the steps every rank completed, titled
     // "partial: K of N step(s) completed". Called between steps as the run
-    // goes (after each while a write costs under 5 ms, then at most about 5 %
+    // goes (after each until the writes have cost 50 ms of CPU, then within 5 %
     // of the wall time), so that the steps survive a rank 0 killed outright,
     // and from the watchdog thread on a fault, just before the job stops. The
     // run's own trace replaces it at the end.
