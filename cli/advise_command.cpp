@@ -96,12 +96,19 @@ void run_advise(const SimulateOptions& o, const AdviseOptions& a) {
         std::int64_t smallest = 0;
         for (const auto& r : results)
             if (r.simulated && (smallest == 0 || r.peak_memory_bytes < smallest)) smallest = r.peak_memory_bytes;
+        // What would shrink it, of what the user has not already chosen.
+        std::string try_these = "more GPUs (--nodes)";
+        if (sim::compute_dtype(base.precision) == DType::fp32) try_these += ", --precision bf16-mixed";
+        if (base.seq_len == 0)
+            try_these += fmt::format(", a shorter --seq-len (the default is {}'s context, {} tokens)", base.model,
+                                     sim::build_workload(base).seq_len);
+        try_these += ", a smaller --global-batch";
+        // The default space already tries FSDP's and DeepSpeed's CPU offload.
+        if (!a.axes.empty()) try_these += ", CPU offload (--axis strategy=fsdp_cpu_offload,deepspeed_stage_3_offload)";
         throw DoesNotFitError(fmt::format(
-            "none of the {} configurations of {} fits on {}{}{}. Try more GPUs (--nodes), --precision bf16-mixed, a "
-            "smaller --global-batch, CPU offload (--axis strategy=fsdp_cpu_offload,deepspeed_stage_3_offload), or "
-            "a smaller --memory-headroom.",
+            "none of the {} configurations of {} fits on {}{}{}. Try {} or a smaller --memory-headroom.",
             results.size(), base.model, cal.name, headroom_note,
-            smallest > 0 ? fmt::format(" (the smallest needs {} per GPU)", format_bytes(smallest)) : ""));
+            smallest > 0 ? fmt::format(" (the smallest needs {} per GPU)", format_bytes(smallest)) : "", try_these));
     }
 
     const auto& best = results[ranking.order.front()];

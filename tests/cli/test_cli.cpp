@@ -146,6 +146,24 @@ TEST_CASE("a configuration that does not fit still prints its JSON report, with 
     CHECK_THAT(bf16.err, !Catch::Contains("--precision bf16-mixed"));
 }
 
+TEST_CASE("advise with nothing that fits suggests only what the user has not chosen") {
+    // qwen2-7b's default sequence is its whole 131072-token context: the advice names it.
+    Run r = run_dtsim("advise --model qwen2-7b --gpus-per-node 8 --precision bf16-mixed --global-batch 64");
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("fits on") && Catch::Contains("a shorter --seq-len") &&
+                          Catch::Contains("131072 tokens") && !Catch::Contains("--precision bf16-mixed"));
+    // The default space tried CPU offload already: it is not suggested again.
+    CHECK_THAT(r.err, !Catch::Contains("offload"));
+    Run fp32 = run_dtsim("advise --model llama3-70b --gpus-per-node 1 --seq-len 1024 --global-batch 8");
+    CHECK(fp32.exit_code == 3);
+    CHECK_THAT(fp32.err, Catch::Contains("--precision bf16-mixed") && !Catch::Contains("--seq-len"));
+    // With the user's own axes, offload may not have been tried.
+    Run axes =
+        run_dtsim("advise --model llama3-70b --gpus-per-node 1 --seq-len 1024 --global-batch 8 --axis strategy=ddp");
+    CHECK(axes.exit_code == 3);
+    CHECK_THAT(axes.err, Catch::Contains("CPU offload (--axis strategy=fsdp_cpu_offload"));
+}
+
 TEST_CASE("Lightning's precision spellings with dtsim's meaning: 32-true and 16-mixed") {
     Run lightning = run_dtsim("simulate --model gpt2 --precision 16-mixed --format json");
     Run dtsim = run_dtsim("simulate --model gpt2 --precision fp16-mixed --format json");
