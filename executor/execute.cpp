@@ -452,11 +452,10 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
         Runner& runner = *owned;
         // Rank 0: the trace of the steps every rank has completed, under
         // write_partial_trace's path (the run's own trace replaces it at the
-        // end). The steps kept, or -1 with partial_error set. From the
-        // watchdog thread on a fault and from this one between steps.
+        // end). What it says of the write: the steps kept, or why it could not.
+        // From the watchdog thread on a fault and from this one between steps.
         std::mutex partial_mu;
-        std::string partial_error;
-        const auto keep_partial = [&](std::string_view why) {
+        const auto keep_partial = [&](std::string_view why) -> std::string {
             std::lock_guard lock(partial_mu);
             ExecResult partial;
             partial.mode = options.mode;
@@ -469,10 +468,9 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             try {
                 options.write_partial_trace(tl);
             } catch (const std::exception& e) {
-                partial_error = e.what();
-                return -1;
+                return fmt::format("could not write the partial trace: {}", e.what());
             }
-            return partial.steps;
+            return fmt::format("kept the trace of the {} step(s) every rank completed", partial.steps);
         };
         std::optional<Watchdog> watchdog;
         if (options.fault_timeout_s > 0) {
@@ -493,9 +491,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
             };
             hooks.on_fault = [&]() -> std::string {
                 if (!options.write_partial_trace) return {};
-                const int steps = keep_partial(" before a fault");
-                if (steps < 0) return fmt::format("could not write the partial trace: {}", partial_error);
-                return fmt::format("kept the trace of the {} step(s) every rank completed", steps);
+                return keep_partial(" before a fault");
             };
             watchdog.emplace(options.fault_timeout_s, rank, world, std::move(hooks));
         }
@@ -513,7 +509,7 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
                 const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
                 if (spent_s > 0.05 && spent_s > 0.05 * wall_s) return;
                 const double cpu0 = thread_cpu_seconds();
-                keep_partial("");  // on failure the end of the run says why, if it still cannot write
+                (void)keep_partial("");  // a failed write: the end of the run says why, if it still cannot
                 spent_s += thread_cpu_seconds() - cpu0;
             });
         }
