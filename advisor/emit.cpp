@@ -5,6 +5,7 @@
 #include "dtsim/sim/fsdp_wrap.hpp"
 #include "dtsim/sim/knobs.hpp"
 #include "dtsim/sim/lightning_names.hpp"
+#include "dtsim/sim/simulate.hpp"
 #include "dtsim/sim/strategy.hpp"
 
 #include <fmt/format.h>
@@ -22,6 +23,13 @@ sim::Config resolved(const sim::Config& config) {
     sim::Config c = config;
     sim::resolve_lightning_name(c);
     return c;
+}
+
+// The comment that says what `Block` stands for: the model's own block class where dtsim knows it.
+std::string block_comment(const sim::Config& c) {
+    const std::string cls = sim::build_workload(c).block_class;
+    return cls.empty() ? "# Block: your model's transformer block class\n"
+                       : fmt::format("# Block: your model's block class ({}: {})\n", c.model, cls);
 }
 
 sim::Knobs knobs_of(const sim::Config& c) {
@@ -257,7 +265,7 @@ std::string emit_lightning(const sim::Config& config) {
             "from lightning.pytorch.strategies import FSDPStrategy\n"
             "from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision\n"
             "from torch.distributed.fsdp.wrap import size_based_auto_wrap_policy, transformer_auto_wrap_policy\n";
-        setup = "# Block: your model's transformer block class\n";
+        setup = block_comment(c);
         const auto [param, reduce] = fsdp_dtypes(c, k);
         std::vector<std::string> args = {
             fmt::format("sharding_strategy=\"{}\"", k.text("sharding_strategy")),
@@ -353,8 +361,8 @@ std::string emit_torch(const sim::Config& config) {
             "import torch\n"
             "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
             "from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, MixedPrecision, ShardingStrategy\n"
-            "from torch.distributed.fsdp.wrap import size_based_auto_wrap_policy, transformer_auto_wrap_policy\n\n"
-            "# Block: your model's transformer block class\n";
+            "from torch.distributed.fsdp.wrap import size_based_auto_wrap_policy, transformer_auto_wrap_policy\n\n" +
+            block_comment(c);
         const auto [param, reduce] = fsdp_dtypes(c, k);
         const std::string mp = param == "fp32" && reduce == "fp32"
                                    ? "mixed_precision=None"

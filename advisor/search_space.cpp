@@ -164,6 +164,8 @@ std::optional<std::string> knob_value_error(const sim::KnobSpec& spec, const std
         case sim::KnobType::choice:
             if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end()) return std::nullopt;
             return unknown_name_message("value", value, spec.choices);
+        case sim::KnobType::class_names:  // any text here; sim::Knobs checks its form, lowering the model's class
+            return value.empty() ? std::optional<std::string>("expected a class name") : std::nullopt;
     }
     return std::nullopt;
 }
@@ -446,6 +448,16 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
                 else
                     set_knob(c.config.knobs, axes[i]->name, v);
             }
+            // Lightning's activation_checkpointing_policy among the knobs fixes full AC on every block.
+            const bool checkpointing = c.config.activation_checkpointing;
+            try {
+                sim::resolve_lightning_name(c.config);
+            } catch (const ConfigError& e) {
+                c.skip_reason = e.what();
+            }
+            if (!checkpointing && c.config.activation_checkpointing && c.skip_reason.empty())
+                c.skip_reason =
+                    "activation_checkpointing_policy checkpoints every block, so not activation_checkpointing=false";
             if (space.global_batch) {
                 const std::int64_t per_step = c.config.micro_batch * world;
                 if (*space.global_batch % per_step != 0)

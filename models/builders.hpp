@@ -149,6 +149,7 @@ struct LlamaConfig {
     std::int64_t experts_per_token = 0;
     std::int64_t expert_intermediate = 0;         // each expert's MLP width
     std::int64_t shared_expert_intermediate = 0;  // Qwen2-MoE's shared expert (0: none, Mixtral)
+    std::string model_type = "llama";             // HuggingFace's model_type: the transformers module of its classes
 };
 
 // GPT-NeoX and Falcon (neox.cpp): LayerNorms with bias, a fused

@@ -52,6 +52,7 @@ Workload build_gpt2(const std::string& name, const Gpt2Config& c, std::int64_t m
                     DType activation_dtype, AttentionImpl attention, Autocast autocast) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
     w.autocast = autocast;
+    w.block_class = "transformers.models.gpt2.modeling_gpt2.GPT2Block";
 
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;

@@ -93,6 +93,7 @@ HfModel llama_config(const JsonView& j, const std::string& type) {
     c.scaled_embeddings = gemma;
     c.sandwich_norms = type == "gemma2";
     c.fused_projections = type == "phi3";
+    c.model_type = type;
     if (type == "mixtral") {  // MixtralSparseMoeBlock: every layer, experts of intermediate_size
         c.experts = positive(j, "num_local_experts", 4096);
         c.experts_per_token = positive(j, "num_experts_per_tok", 4096);

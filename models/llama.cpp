@@ -54,6 +54,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace dtsim::models {
 namespace {
 
@@ -134,6 +136,12 @@ Workload build_llama(const std::string& name, const LlamaConfig& c, std::int64_t
                      DType activation_dtype, AttentionImpl attention, Autocast autocast) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
     w.autocast = autocast;
+    // transformers' modeling_<type>.py: each type's decoder layer class.
+    static const std::map<std::string, std::string> kBlockClass = {
+        {"llama", "LlamaDecoderLayer"},     {"mistral", "MistralDecoderLayer"},    {"qwen2", "Qwen2DecoderLayer"},
+        {"mixtral", "MixtralDecoderLayer"}, {"qwen2_moe", "Qwen2MoeDecoderLayer"}, {"gemma", "GemmaDecoderLayer"},
+        {"gemma2", "Gemma2DecoderLayer"},   {"phi3", "Phi3DecoderLayer"}};
+    w.block_class = fmt::format("transformers.models.{0}.modeling_{0}.{1}", c.model_type, kBlockClass.at(c.model_type));
 
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;

@@ -35,6 +35,9 @@ Workload build_neox(const std::string& name, const NeoxConfig& c, std::int64_t m
                     DType activation_dtype, AttentionImpl attention,
                     Autocast /*autocast: its dtype rules are modelled for GPT-2 and Llama only, not yet here*/) {
     Workload w = empty_workload(name, micro_batch, seq_len, activation_dtype, attention);
+    w.block_class = c.family == NeoxConfig::Family::falcon
+                        ? "transformers.models.falcon.modeling_falcon.FalconDecoderLayer"
+                        : "transformers.models.gpt_neox.modeling_gpt_neox.GPTNeoXLayer";
     const std::int64_t b = micro_batch;
     const std::int64_t s = seq_len;
     const std::int64_t h = c.hidden;

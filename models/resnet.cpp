@@ -116,6 +116,7 @@ Workload build_resnet(const std::string& name, const ResNetConfig& c, std::int64
                       DType activation_dtype) {
     DTSIM_ASSERT(c.blocks.size() == 4 && c.image_size >= 32 && c.classes >= 1, "malformed ResNet config " + name);
     Workload w = empty_workload(name, micro_batch, 1, activation_dtype, AttentionImpl::flash);
+    w.block_class = "torchvision.models.resnet.Bottleneck";
     ResNetBuilder rb(w, micro_batch, activation_dtype);
     const std::int64_t b = micro_batch;
     const std::int64_t dt = dtype_bytes(activation_dtype);

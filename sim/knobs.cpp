@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 namespace dtsim::sim {
 namespace {
@@ -38,6 +40,29 @@ std::string choice_from_torch_spelling(const std::string& value, const std::vect
             if (known(plain)) return plain;
         }
     return value;
+}
+
+// "a.b.C, D" -> "C,D"; an empty optional for anything that is not a comma-separated list of (dotted) Python names.
+std::optional<std::string> class_names(const std::string& value) {
+    std::string out;
+    std::size_t begin = 0;
+    while (begin <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', begin), value.size());
+        std::string part = value.substr(begin, comma - begin);
+        part.erase(0, part.find_first_not_of(' '));
+        part.erase(part.find_last_not_of(' ') + 1);
+        bool ok = !part.empty() && part.front() != '.' && part.back() != '.';
+        for (std::size_t i = 0; ok && i < part.size(); ++i) {
+            const auto c = static_cast<unsigned char>(part[i]);
+            const bool starts = i == 0 || part[i - 1] == '.';
+            ok = std::isalpha(c) || c == '_' || (!starts && (std::isdigit(c) || c == '.'));
+        }
+        if (!ok) return std::nullopt;
+        if (!out.empty()) out += ',';
+        out.append(part, part.rfind('.') + 1);
+        begin = comma + 1;
+    }
+    return out;
 }
 
 }  // namespace
@@ -93,6 +118,19 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
                     throw ConfigError(fmt::format("--set {}={}: ", name, value) +
                                       unknown_name_message("value", value, spec->choices));
                 break;
+            case KnobType::class_names:
+                if (value == spec->default_value || (value == "None" && spec->default_value == "none")) {
+                    value = spec->default_value;
+                    break;
+                }
+                if (auto names = class_names(value)) {
+                    value = *names;
+                    break;
+                }
+                throw ConfigError(
+                    fmt::format("--set {}={}: expected a class name, e.g. LlamaDecoderLayer, or several "
+                                "separated by commas",
+                                name, value));
         }
         for (auto& v : values_)
             if (v.first == name) v.second = value;

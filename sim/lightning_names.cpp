@@ -90,6 +90,8 @@ const std::map<std::string, std::vector<Keyword>>& keywords() {
           {"backward_prefetch", "backward_prefetch"},
           {"forward_prefetch", "forward_prefetch"},
           {"limit_all_gathers", "limit_all_gathers"},
+          {"activation_checkpointing_policy", "activation_checkpointing_policy"},
+          {"activation_checkpointing", "activation_checkpointing_policy"},  // its deprecated name
           {"state_dict_type", ""},
           {"use_orig_params", ""},
           {"sync_module_states", ""},
@@ -140,6 +142,7 @@ public:
             if (peek() != '=') fail(pos_, fmt::format("'=' after '{}' (arguments are by keyword)", key));
             ++pos_;
             args.emplace_back(key, value());
+            if (t_[at_value_] == '{' || t_[at_value_] == '[') set_valued_.push_back(key);
             skip_spaces();
             if (peek() == ',') {
                 ++pos_;
@@ -150,6 +153,10 @@ public:
         }
         expect(')');
         if (skip_spaces() != t_.size()) fail(pos_, "the end of the expression");
+        // lightning/fabric/strategies/fsdp.py, _activation_checkpointing_kwargs: a ValueError there too.
+        if (seen.contains("activation_checkpointing") && seen.contains("activation_checkpointing_policy"))
+            fail(seen.at("activation_checkpointing"),
+                 "activation_checkpointing_policy alone (Lightning refuses both; the other is its deprecated name)");
         return build(cls, found->second, args, seen);
     }
 
@@ -178,7 +185,7 @@ private:
     // The value as a knob's text: True/False/None lower-cased, strings unquoted,
     // a dotted name's last part.
     std::string value() {
-        const std::size_t at = skip_spaces();
+        const std::size_t at = at_value_ = skip_spaces();
         const char c = peek();
         if (c == '\'' || c == '"') {
             const std::size_t end = t_.find(c, pos_ + 1);
@@ -198,8 +205,9 @@ private:
             v.erase(std::remove(v.begin(), v.end(), '_'), v.end());  // Python's 25_000_000
             return v;
         }
-        if (c == '{' || c == '[' || c == '(')
-            fail(at, "a plain value (calls, lists and sets are outside the accepted grammar)");
+        if (c == '{') return class_set('}');
+        if (c == '[') return class_set(']');  // the deprecated activation_checkpointing=[Block]
+        if (c == '(') fail(at, "a plain value (calls are outside the accepted grammar)");
         std::string v = name();
         if (v.empty()) fail(at, "a value: True, False, None, a number, a 'string' or a name");
         while (peek() == '.') {
@@ -209,11 +217,40 @@ private:
             if (v.empty()) fail(part_at, "a name after '.'");
         }
         if (peek() == '(' || peek() == '[' || peek() == '{')
-            fail(pos_, "a plain value (calls, lists and sets are outside the accepted grammar)");
+            fail(pos_, "a plain value (calls are outside the accepted grammar; a policy's classes go in a set)");
         if (v == "True") return "true";
         if (v == "False") return "false";
         if (v == "None") return "none";
         return v;
+    }
+
+    // "{a.B, C}" or "[a.B, C]": module classes (a policy), as "B,C".
+    std::string class_set(char close) {
+        ++pos_;
+        std::string out;
+        while (true) {
+            const std::size_t at = skip_spaces();
+            std::string v = name();
+            if (v.empty()) fail(at, "a module class name in the set");
+            while (peek() == '.') {
+                ++pos_;
+                const std::size_t part_at = pos_;
+                v = name();
+                if (v.empty()) fail(part_at, "a name after '.'");
+            }
+            if (!out.empty()) out += ',';
+            out += v;
+            skip_spaces();
+            if (peek() == ',') {
+                ++pos_;
+                if (skip_spaces(), peek() == close) break;
+                continue;
+            }
+            if (peek() != close) fail(pos_, fmt::format("',' or '{}'", close));
+            break;
+        }
+        ++pos_;
+        return out;
     }
 
     LightningExpression build(const std::string& cls, const std::vector<Keyword>& accepted,
@@ -258,7 +295,13 @@ private:
             else if (key == "offload_parameters") offload_param = value == "true";
             else if (key == "offload_optimizer_device") optimizer_device = value;
             else if (key == "offload_params_device") param_device = value;
-            else s.knobs.emplace_back(k->knob, value);
+            // auto_wrap_policy={Block}: transformer_auto_wrap_policy over those classes.
+            else if (key == "auto_wrap_policy" &&
+                     std::find(set_valued_.begin(), set_valued_.end(), key) != set_valued_.end()) {
+                s.knobs.emplace_back("auto_wrap_policy", "transformer");
+                s.knobs.emplace_back("transformer_layer_cls", value);
+            } else
+                s.knobs.emplace_back(k->knob, value);
         }
         if (offload_optimizer) s.knobs.emplace_back("offload_optimizer", optimizer_device);
         if (offload_param) s.knobs.emplace_back("offload_param", param_device);
@@ -267,6 +310,8 @@ private:
 
     const std::string& t_;
     std::size_t pos_ = 0;
+    std::size_t at_value_ = 0;             // where the last value began
+    std::vector<std::string> set_valued_;  // keywords given a set of classes
 };
 
 }  // namespace
@@ -281,7 +326,9 @@ const std::vector<LightningStrategy>& lightning_strategies() {
     return names;
 }
 
-std::optional<std::string> resolve_lightning_name(Config& config) {
+namespace {
+
+std::optional<std::string> resolve_name(Config& config) {
     if (auto e = parse_lightning_expression(config.strategy)) {
         config.strategy = e->strategy.strategy;
         auto knobs = e->strategy.knobs;
@@ -301,6 +348,33 @@ std::optional<std::string> resolve_lightning_name(Config& config) {
         return l.launch;
     }
     return std::nullopt;
+}
+
+// Lightning's FSDPStrategy(activation_checkpointing_policy={Block}) wraps
+// every module of those classes in checkpoint_wrapper
+// (lightning/fabric/strategies/fsdp.py, _setup_activation_checkpointing):
+// for the model's block class, what --activation-checkpointing models.
+// lower_fsdp checks the classes against the model's (check_block_classes).
+void apply_checkpointing_policy(Config& config) {
+    if (config.strategy != "fsdp") return;
+    std::string policy = "none";
+    for (const auto& [name, value] : config.knobs)
+        if (name == "activation_checkpointing_policy") policy = value;
+    if (policy == "none" || policy == "None") return;
+    if (config.ac_freq > 1 || config.ac_op)
+        throw ConfigError(
+            fmt::format("activation_checkpointing_policy={} checkpoints every block whole; --ac-freq and "
+                        "--ac-op choose blocks or ops otherwise: give one or the other",
+                        policy));
+    config.activation_checkpointing = true;
+}
+
+}  // namespace
+
+std::optional<std::string> resolve_lightning_name(Config& config) {
+    auto launch = resolve_name(config);
+    apply_checkpointing_policy(config);
+    return launch;
 }
 
 }  // namespace dtsim::sim

@@ -25,7 +25,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-
 #include <deque>
 
 namespace dtsim::sim {
@@ -61,6 +60,34 @@ struct Unit {
 
 constexpr int kRoot = kFsdpRootUnit;
 
+// A policy's module classes (activation_checkpointing_policy, or
+// transformer_auto_wrap_policy's transformer_layer_cls) against the model's:
+// dtsim wraps and checkpoints whole blocks, so the policy names the block
+// class, and only it.
+void check_block_classes(const models::Workload& w, const Knobs& knobs, const std::string& knob) {
+    const std::string& given = knobs.text(knob);
+    if (!knobs.is_set(knob) || given == "none" || given == "auto") return;
+    if (w.block_class.empty())
+        throw ConfigError(
+            fmt::format("--set {}={}: {} has no blocks for a policy to name (dtsim checkpoints and wraps "
+                        "transformer blocks and ResNet bottlenecks)",
+                        knob, given, w.model));
+    std::size_t begin = 0;
+    bool named = false;
+    while (begin <= given.size()) {
+        const std::size_t comma = std::min(given.find(',', begin), given.size());
+        const std::string cls = given.substr(begin, comma - begin);
+        if (cls != w.block_name())
+            throw ConfigError(
+                fmt::format("--set {}={}: expected {}'s block class {} (dtsim models the policy on whole "
+                            "blocks; {} is not one)",
+                            knob, given, w.model, w.block_name(), cls));
+        named = true;
+        begin = comma + 1;
+    }
+    DTSIM_ASSERT(named, "an empty class list passed the knob's validation");
+}
+
 // The units and their sizes, from the wrap policy (sim/fsdp_wrap.hpp).
 std::vector<Unit> wrap_units(const models::Workload& w, const Knobs& knobs, std::vector<int>& unit_of) {
     unit_of = fsdp_unit_of_layer(w, knobs);
@@ -80,6 +107,8 @@ DType resolve_dtype(const std::string& value, DType automatic) {
 }
 
 Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    check_block_classes(w, knobs, "activation_checkpointing_policy");
+    check_block_classes(w, knobs, "transformer_layer_cls");
     const std::string wrap_policy = fsdp_wrap_policy(knobs);
     if (knobs.is_set("min_num_params") && wrap_policy != "size")
         throw ConfigError("--set min_num_params applies to auto_wrap_policy=size; add --set auto_wrap_policy=size");
@@ -437,6 +466,11 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
         plan.release(MemCategory::gradients, grad_shards);  // zero_grad(set_to_none=True)
     }
 
+    if (knobs.is_set("activation_checkpointing_policy") && knobs.text("activation_checkpointing_policy") != "none")
+        plan.notes.push_back(
+            fmt::format("activation_checkpointing_policy={{{}}}: checkpoint_wrapper around each {}, "
+                        "whose forward runs again in backward (as --activation-checkpointing)",
+                        w.block_name(), w.block_name()));
     // Which constructor applied: what a user reading the report must know, since
     // Lightning's FSDPStrategy and torch's FullyShardedDataParallel differ in
     // their defaults (docs/notes/library-memory-rules.md §2).
@@ -582,6 +616,22 @@ void register_fsdp(Registry<Strategy>& r) {
          "FSDPStrategy, which wraps nothing unless auto_wrap_policy is given (set by --strategy lightning:fsdp and "
          "fsdp_cpu_offload; the report says which applied)",
          {"torch", "lightning"},
+         0},
+        {"transformer_layer_cls",
+         KnobType::class_names,
+         "auto",
+         "transformer_auto_wrap_policy's transformer_layer_cls (Lightning: auto_wrap_policy={Block}); auto: the "
+         "model's block class, the one class dtsim wraps",
+         {},
+         0,
+         false,
+         "auto_wrap_policy=transformer"},
+        {"activation_checkpointing_policy",
+         KnobType::class_names,
+         "none",
+         "Lightning FSDPStrategy(activation_checkpointing_policy={Block}): checkpoint every module of the model's "
+         "block class (e.g. LlamaDecoderLayer, GPT2Block), as --activation-checkpointing does",
+         {},
          0},
         {"min_num_params",
          KnobType::number,

@@ -207,6 +207,8 @@ TEST_CASE(
     const std::string full = advisor::emit_lightning(fsdp);
     INFO(full);
     CHECK(contains(full, "activation_checkpointing_policy={Block}"));
+    // What Block stands for, for this model: transformers' GPT2Block.
+    CHECK(contains(full, "# Block: your model's block class (gpt2: transformers.models.gpt2.modeling_gpt2.GPT2Block)"));
     CHECK_FALSE(contains(full, "MUST_SAVE"));
     fsdp.ac_op = true;
     for (const std::string& text : {advisor::emit_lightning(fsdp), advisor::emit_torch(fsdp)}) {

@@ -93,7 +93,10 @@ TEST_CASE("Lightning expressions: anything outside the grammar points at the cha
                                         Catch::Contains("at character 1"));
     CHECK_THAT(error("DDPStrategy(bucket_cap_mb=25"), Catch::Contains("',' or ')'") && Catch::Contains("end"));
     CHECK_THAT(error("DDPStrategy(static_graph=True, static_graph=False)"), Catch::Contains("given twice"));
-    CHECK_THAT(error("FSDPStrategy(auto_wrap_policy={Block})"), Catch::Contains("outside the accepted grammar"));
+    CHECK_THAT(error("FSDPStrategy(auto_wrap_policy=functools.partial(f, transformer_layer_cls={Block}))"),
+               Catch::Contains("calls are outside the accepted grammar") && Catch::Contains("at character 48"));
+    CHECK_THAT(error("FSDPStrategy(auto_wrap_policy={Block, )"), Catch::Contains("a module class name in the set"));
+    CHECK_THAT(error("FSDPStrategy(auto_wrap_policy={Block)"), Catch::Contains("',' or '}'"));
     CHECK_THAT(error("DDPStrategy(True)"), Catch::Contains("'=' after 'True'"));
     CHECK_THAT(error("DDPStrategy(start_method='thread')"), Catch::Contains("'popen', 'spawn' or 'fork'"));
     CHECK_THAT(error("DDPStrategy() x"), Catch::Contains("the end of the expression"));

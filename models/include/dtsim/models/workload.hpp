@@ -117,6 +117,14 @@ struct Workload {
     AttentionImpl attention = AttentionImpl::flash;  // what the attention cores model (no meaning for MLPs)
     Autocast autocast = Autocast::none;              // what the transformer builders modelled
     std::vector<Layer> layers;                       // forward order
+    // The torch module class of one block (Layer::block), qualified:
+    // "transformers.models.llama.modeling_llama.LlamaDecoderLayer",
+    // "torchvision.models.resnet.Bottleneck". Its last part (block_name()) is
+    // what FSDP's transformer_auto_wrap_policy and Lightning's
+    // activation_checkpointing_policy are given. Empty: a model without blocks
+    // (the MLPs, profiles).
+    std::string block_class;
+    std::string block_name() const { return block_class.substr(block_class.rfind('.') + 1); }
     // The profile a workload was read from (`simulate --from-trace`); empty
     // for a built model. Its measured times already include what the host
     // paid there, such as first-touch page faults of fresh gradients.

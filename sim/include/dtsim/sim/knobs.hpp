@@ -8,7 +8,10 @@
 
 namespace dtsim::sim {
 
-enum class KnobType { boolean, number, choice };
+// class_names: Python classes, as a policy names them ("LlamaDecoderLayer",
+// "transformers.models.llama.modeling_llama.LlamaDecoderLayer", or several
+// joined by commas); stored as their last dotted parts, comma-joined.
+enum class KnobType { boolean, number, choice, class_names };
 
 struct KnobSpec {
     std::string name;  // torch / DeepSpeed name, e.g. "bucket_cap_mb"

@@ -25,6 +25,8 @@ const std::vector<LightningStrategy>& lightning_strategies();
 //   expression := Class '(' [ keyword '=' value { ',' keyword '=' value } [','] ] ')'
 //   Class      := DDPStrategy | FSDPStrategy | DeepSpeedStrategy
 //   value      := True | False | None | number | 'text' | "text" | Name{.Name}
+//               | '{' Name{.Name} {',' Name{.Name}} [','] '}'    (module classes of a policy;
+//               | '[' ... ']' likewise, for the deprecated activation_checkpointing=[Block])
 // Each keyword maps onto a dtsim knob (a dotted value keeps its last part:
 // ShardingStrategy.SHARD_GRAD_OP is SHARD_GRAD_OP); keywords that change
 // nothing dtsim models are accepted and named in `notes`. Anything else is a
