@@ -39,11 +39,7 @@ std::string cpu_backend_name(runtime::CommBackend transport) {
 }
 
 runtime::CommBackend transport_of(const calib::Calibration& c) {
-    // A gloo calibration stays one when nccl-tests tables are imported into it
-    // ("cpu-gloo-openblas+nccl-tests").
-    return c.provenance.backend.starts_with(cpu_backend_name(runtime::CommBackend::gloo))
-               ? runtime::CommBackend::gloo
-               : runtime::CommBackend::mpi;
+    return c.provenance.gloo_collectives() ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
 }
 
 calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressFn& progress,

@@ -14,7 +14,7 @@ using calib::CollectiveKind;
 using calib::LinkScope;
 
 CostModel::CostModel(const calib::Calibration& calibration, NcclEnv nccl_env)
-    : cal_(&calibration), nccl_env_(nccl_env), gloo_(calibration.provenance.backend.find("gloo") != std::string::npos) {
+    : cal_(&calibration), nccl_env_(nccl_env), gloo_(calibration.provenance.gloo_collectives()) {
     for (const auto& p : calibration.gemm_points) layout_measured_[static_cast<std::size_t>(p.layout)] = true;
 }
 

@@ -53,7 +53,7 @@ PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, c
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration) {
     SimResult r;
-    if (calibration.provenance.backend.starts_with("cpu") && !config.collectives_block_compute) {
+    if (calibration.provenance.host_ranks() && !config.collectives_block_compute) {
         Config on_cpu = config;  // the model's thread waits in each synchronous collective
         on_cpu.collectives_block_compute = true;
         r.plan = lower(*workload, on_cpu);

@@ -429,3 +429,18 @@ TEST_CASE("the spread of repeated measurements survives the JSON round trip") {
     text.replace(text.find('[', at), text.find(']', at) - text.find('[', at) + 1, "[0.1]");
     CHECK_THROWS_WITH(calibration_from_json_text(text, "spread.json"), Catch::Contains("points_spread"));
 }
+
+TEST_CASE("a calibration's backend says whether its ranks ran on CPUs and its collectives over gloo") {
+    const auto of = [](const std::string& backend) {
+        calib::Provenance p;
+        p.backend = backend;
+        return std::pair{p.host_ranks(), p.gloo_collectives()};
+    };
+    CHECK(of("cpu-gloo-openblas") == std::pair{true, true});
+    CHECK(of("cpu-gloo-openblas+nccl-tests") == std::pair{true, true});  // an imported table keeps both
+    CHECK(of("cpu-mpi-openblas") == std::pair{true, false});
+    CHECK(of("cpu-mpi-openblas+nccl-tests") == std::pair{true, false});
+    CHECK(of("cuda-nccl-cublas") == std::pair{false, false});
+    CHECK(of("preset") == std::pair{false, false});
+    CHECK(of("") == std::pair{false, false});
+}

@@ -139,6 +139,13 @@ struct Provenance {
     std::string backend;  // "preset", "cpu-mpi-openblas", "cuda-nccl-cublas"
     int world_size = 0;
     std::string notes;
+
+    // What `backend` says, read in this one place (an imported table's
+    // "+nccl-tests" suffix keeps both). Measured on CPU ranks: the model's
+    // thread runs the layers and waits in synchronous collectives.
+    bool host_ranks() const { return backend.starts_with("cpu-"); }
+    // Its collectives ran over gloo, as torch's ProcessGroupGloo runs them.
+    bool gloo_collectives() const { return backend.starts_with("cpu-gloo-"); }
 };
 
 // One graph NCCL's topology search found (src/graph/search.cc): its channel
