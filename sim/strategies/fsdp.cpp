@@ -26,6 +26,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
+#include <utility>
 
 namespace dtsim::sim {
 namespace {
@@ -106,319 +108,172 @@ DType resolve_dtype(const std::string& value, DType automatic) {
     return value == "auto" ? automatic : dtype_from_string(value);
 }
 
-Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
-    check_block_classes(w, knobs, "activation_checkpointing_policy");
-    check_block_classes(w, knobs, "transformer_layer_cls");
-    const std::string wrap_policy = fsdp_wrap_policy(knobs);
-    if (knobs.is_set("min_num_params") && wrap_policy != "size")
-        throw ConfigError("--set min_num_params applies to auto_wrap_policy=size; add --set auto_wrap_policy=size");
-    Sharding sharding = sharding_from(knobs.text("sharding_strategy"));
-    const Prefetch prefetch = prefetch_from(knobs.text("backward_prefetch"));
-    const bool forward_prefetch = knobs.boolean("forward_prefetch");
-    const bool limit_all_gathers = knobs.boolean("limit_all_gathers");
-    const bool offload = knobs.boolean("cpu_offload");
-    const bool no_sync = knobs.boolean("no_sync");
+// The knobs, parsed once.
+struct FsdpOptions {
+    std::string sharding_name;  // as given: the notes quote it
+    Sharding sharding = Sharding::full_shard;
+    Prefetch prefetch = Prefetch::backward_pre;
+    bool forward_prefetch = false;
+    bool limit_all_gathers = true;
+    bool offload = false;
+    bool no_sync = true;
+    std::string wrap_policy;
+    bool lightning = false;          // Lightning's FSDPStrategy built it (the notes say which)
+    bool checkpoint_policy = false;  // activation_checkpointing_policy named the block class
+    OptimizerImpl optimizer_impl{};
     // MixedPrecision (§3.7): all-gathers in param_dtype, reductions in reduce_dtype
     // (which follows param_dtype when not given).
-    const DType param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
-    const DType reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), param_dtype);
-    const std::int64_t param_bytes = dtype_bytes(param_dtype);
-    const std::int64_t reduce_bytes = dtype_bytes(reduce_dtype);
+    DType param_dtype = DType::fp32;
+    DType reduce_dtype = DType::fp32;
+    std::int64_t param_bytes = 4;
+    std::int64_t reduce_bytes = 4;
     // The flat parameter's own dtype, which its shard, gradient shard and Adam's
     // moments keep: fp32, or 16-bit when Lightning's "true" precision converted
     // the model before wrapping it.
-    const std::int64_t shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+    std::int64_t shard_bytes = 4;
+};
 
-    Plan plan;
-    const auto& topo = config.topology;
-    bool hybrid = sharding == Sharding::hybrid_shard || sharding == Sharding::hybrid_shard_zero2;
-    // The shard group: all ranks, or the node for the hybrid strategies (§3.3).
-    int shard_ranks = hybrid ? topo.gpus_per_node : topo.world_size();
-    if (sharding != Sharding::no_shard && shard_ranks == 1) {
-        // FSDP switches to NO_SHARD when its (shard) process group has one rank.
-        plan.notes.push_back(fmt::format("{} over a shard group of one rank: FSDP runs it as NO_SHARD.",
-                                         knobs.text("sharding_strategy")));
-        sharding = Sharding::no_shard;
-        hybrid = false;
-    }
-    const bool sharded = sharding != Sharding::no_shard;
-    if (!sharded) shard_ranks = 1;
-    // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES = {FULL_SHARD, HYBRID_SHARD} (§3.3).
-    const bool reshard_after_forward = sharding == Sharding::full_shard || sharding == Sharding::hybrid_shard;
-    const int replicate_ranks = hybrid ? topo.nodes : sharded ? 1 : topo.world_size();
+FsdpOptions parse_options(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    check_block_classes(w, knobs, "activation_checkpointing_policy");
+    check_block_classes(w, knobs, "transformer_layer_cls");
+    FsdpOptions o;
+    o.wrap_policy = fsdp_wrap_policy(knobs);
+    if (knobs.is_set("min_num_params") && o.wrap_policy != "size")
+        throw ConfigError("--set min_num_params applies to auto_wrap_policy=size; add --set auto_wrap_policy=size");
+    o.sharding_name = knobs.text("sharding_strategy");
+    o.sharding = sharding_from(o.sharding_name);
+    o.prefetch = prefetch_from(knobs.text("backward_prefetch"));
+    o.forward_prefetch = knobs.boolean("forward_prefetch");
+    o.limit_all_gathers = knobs.boolean("limit_all_gathers");
+    o.offload = knobs.boolean("cpu_offload");
+    o.no_sync = knobs.boolean("no_sync");
+    o.lightning = knobs.text("frontend") == "lightning";
+    o.checkpoint_policy =
+        knobs.is_set("activation_checkpointing_policy") && knobs.text("activation_checkpointing_policy") != "none";
+    o.optimizer_impl = torch_optimizer_impl(knobs);
+    o.param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
+    o.reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), o.param_dtype);
+    o.param_bytes = dtype_bytes(o.param_dtype);
+    o.reduce_bytes = dtype_bytes(o.reduce_dtype);
+    o.shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+    return o;
+}
 
-    std::vector<int> unit_of;
-    std::vector<Unit> units = wrap_units(w, knobs, unit_of);
-    const int unit_count = static_cast<int>(units.size());
-    std::int64_t shard_total = 0;  // Ψ/N: parameters this rank owns
-    for (Unit& u : units) {
-        u.shard = (u.numel + shard_ranks - 1) / shard_ranks;
-        u.padded = u.shard * shard_ranks;
-        shard_total += u.shard;
-    }
-    auto unit = [&](int u) -> const Unit& { return units[static_cast<std::size_t>(u)]; };
-    // Each unit's FlatParameter is shard group u: its layers' parameters in order.
-    {
-        // Counted first, then filled: one array for all units (lowering runs thousands of times a second).
-        std::vector<std::uint32_t> count(units.size() + 1, 0);
-        for (std::size_t l = 0; l < w.layers.size(); ++l)
-            count[static_cast<std::size_t>(unit_of[l]) + 1] += static_cast<std::uint32_t>(w.layers[l].params.size());
-        for (std::size_t u = 0; u < units.size(); ++u) {
-            count[u + 1] += count[u];
-            plan.shards.push_back({count[u], count[u + 1] - count[u], shard_ranks});
+// One FSDP step as PyTorch runs it: the constructor lays out the groups,
+// units, streams and model states; forward(m) and backward(m) run micro-step
+// m with their hooks; optimizer_step() and explain() end the step.
+class FsdpLowering {
+public:
+    // `units` and `unit_of`: the wrap policy's units (wrap_units).
+    FsdpLowering(const models::Workload& w, const Config& config, const FsdpOptions& o, Plan& plan,
+                 std::vector<Unit> units, std::vector<int> unit_of)
+        : w_(w), config_(config), o_(o), plan_(plan), unit_of_(std::move(unit_of)), units_(std::move(units)) {
+        shard_group_topology();
+        build_units();
+        const std::size_t layer_count = w_.layers.size();
+        const std::size_t expected_tasks =
+            static_cast<std::size_t>(config_.grad_accum) * (2 * layer_count + 5 * units_.size()) + layer_count +
+            units_.size() + 4;
+        plan_.tasks.reserve(expected_tasks);
+        plan_.deps.reserve(expected_tasks * 2);
+        plan_.memory.reserve(expected_tasks * 3);
+        step_.emplace(plan_, w_, config_);
+        open_streams();
+        place_model_states();
+        // Backward order of the pre-backward hooks: by each unit's highest layer.
+        for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
+            const int u = unit_of_[static_cast<std::size_t>(l)];
+            if (unit(u).last_layer == l) backward_order_.push_back(u);
         }
-        plan.shard_params.resize(count.back());
-        for (std::size_t l = 0; l < w.layers.size(); ++l)
-            for (const auto& p : w.layers[l].params)
-                plan.shard_params[count[static_cast<std::size_t>(unit_of[l])]++] = p.index;
-    }
-
-    const int micro_steps = config.grad_accum;
-    const std::size_t layer_count = w.layers.size();
-    const std::size_t expected_tasks =
-        static_cast<std::size_t>(micro_steps) * (2 * layer_count + 5 * units.size()) + layer_count + units.size() + 4;
-    plan.tasks.reserve(expected_tasks);
-    plan.deps.reserve(expected_tasks * 2);
-    plan.memory.reserve(expected_tasks * 3);
-    StepBuilder step(plan, w, config);
-    if (param_dtype != DType::fp32) plan.compute_dtype = param_dtype;  // MixedPrecision casts the flat parameter
-    // MixedPrecision casts the flat parameter itself, so with param_dtype equal to
-    // the compute dtype autocast finds no fp32 weights to cache (§3.7, §6). NO_SHARD
-    // keeps the copies, as the stand-in for its low-precision copy of each unit,
-    // held from forward to backward.
-    if (sharded && param_dtype == w.activation_dtype) step.set_autocast(false);
-
-    const int shard_group = !sharded ? -1 : hybrid ? step.node_group() : step.world_group();
-    const int replicate_group = replicate_ranks <= 1 ? -1 : hybrid ? step.cross_node_group() : step.world_group();
-    const int shard_group_stream = sharded ? step.stream("shard group", TaskKind::collective) : -1;
-    const int all_reduce_stream = replicate_group >= 0 ? step.stream("all-reduce", TaskKind::collective) : -1;
-    const int h2d_stream = offload && sharded ? step.stream("h2d", TaskKind::copy) : -1;
-    const int d2h_stream = offload ? step.stream("d2h", TaskKind::copy) : -1;
-    const int cpu_stream = offload ? step.stream("cpu", TaskKind::host_compute) : -1;
-
-    // Model states (§3.9, §8): fp32 parameter shard and Adam's two moments over
-    // Ψ/N parameters (Ψ for NO_SHARD); on the host with
-    // CPUOffload(offload_params=True) (§3.6), which also pins a gradient shard
-    // there for good (`_cpu_grad`). On the device the fp32 gradient shard exists
-    // only from each unit's reduction to zero_grad (see `reduce`).
-    const std::int64_t model_states[] = {shard_bytes * shard_total,
-                                         config.optimizer == OptimizerKind::adam ? 2 * shard_bytes * shard_total : 0};
-    const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::optimizer_states};
-    for (int i = 0; i < 2; ++i)
-        plan.resident[static_cast<std::size_t>(offload ? MemCategory::host : model_categories[i])] += model_states[i];
-    if (offload) plan.resident[static_cast<std::size_t>(MemCategory::host)] += shard_bytes * shard_total;
-
-    // _FreeEventQueue (§3.5): each free of unsharded parameters enqueues the task
-    // after which they are freed; before an all-gather is issued, when two frees
-    // are pending, the CPU waits for the oldest. So the all-gather of unit k+2
-    // waits for the free of unit k.
-    std::deque<std::int32_t> pending_frees;
-    auto limiter = [&]() -> std::int32_t {
-        if (!limit_all_gathers || pending_frees.size() < 2) return -1;
-        const std::int32_t oldest = pending_frees.front();
-        pending_frees.pop_front();
-        return oldest;
-    };
-    std::vector<char> unsharded(units.size(), 0);  // the unit's full parameters are allocated
-    auto needs_gather = [&](int u) { return sharded && !unsharded[static_cast<std::size_t>(u)] && unit(u).numel > 0; };
-    // Unshard (§3.2, §3.6): with CPU offload the fp32 shard is copied H2D first;
-    // then the padded flat parameter is all-gathered in param_dtype (its bytes
-    // are the total output, nccl-tests' convention). `issue_after`: the compute
-    // task after which the hook issuing it runs (-1: none).
-    auto unshard = [&](int m, int u, std::int32_t issue_after) {
-        const Unit& un = unit(u);
-        std::int32_t ready = issue_after;
-        if (offload) {
-            const std::int32_t deps[] = {issue_after};
-            ready = step.copy(Transfer::h2d, shard_bytes * un.shard, h2d_stream, deps, m);
-            plan.tasks.back().bucket = u;
-            plan.alloc(MemCategory::gathered, shard_bytes * un.shard);
-        }
-        const std::int32_t deps[] = {ready, limiter()};
-        const std::int32_t gather = step.collective(CollectiveKind::allgather, un.padded * param_bytes, shard_group,
-                                                    shard_group_stream, deps, m, u, param_dtype);
-        plan.set_role(CollectiveRole::parameter_gather, {u});
-        step.synchronous_collective(gather);  // _all_gather_flat_param: dist.all_gather, no async_op
-        plan.alloc(MemCategory::gathered, un.padded * param_bytes);
-        if (offload) plan.release(MemCategory::gathered, shard_bytes * un.shard);
-        unsharded[static_cast<std::size_t>(u)] = 1;
-        return gather;
-    };
-    // Frees unit u's unsharded parameters when `task` (the latest task) ends.
-    auto reshard = [&](int u, std::int32_t task) {
-        plan.release(MemCategory::gathered, unit(u).padded * param_bytes);
-        unsharded[static_cast<std::size_t>(u)] = 0;
-        pending_frees.push_back(task);
-    };
-    // The unit's unsharded gradient, in param_dtype, from its first backward to
-    // its reduction (under no_sync, the last micro-step's; §3.3, §6).
-    auto unsharded_grad_bytes = [&](int u) { return unit(u).padded * param_bytes; };
-    std::vector<char> grad_held(units.size(), 0);  // the unit's unsharded gradient is allocated
-    // The unit's fp32 gradient shard (the whole flat gradient under NO_SHARD):
-    // _accumulate_sharded_grad casts each reduction's output to the flat
-    // parameter's dtype and keeps it in _saved_grad_shard, or adds to it, until
-    // zero_grad(set_to_none=True) after the step (_runtime_utils.py;
-    // docs/notes/library-memory-rules.md §5). With CPU offload that device
-    // shard is freed by the final callback, once copied into `_cpu_grad`.
-    std::int64_t grad_shards = 0;                   // bytes of them allocated
-    std::vector<char> shard_held(units.size(), 0);  // the unit's fp32 gradient shard is allocated
-    // At unit u's reduction (the latest task): the fp32 shard replaces the
-    // unsharded gradient and its reduce_dtype cast (`cast` bytes).
-    auto keep_grad_shard = [&](int u, std::int64_t cast) {
-        const Unit& un = unit(u);
-        const std::int64_t full = unsharded_grad_bytes(u) + cast;
-        if (shard_held[static_cast<std::size_t>(u)]) {  // accumulating: added into the kept shard
-            plan.release(MemCategory::gradients, full);
-            return;
-        }
-        shard_held[static_cast<std::size_t>(u)] = 1;
-        grad_shards += shard_bytes * un.shard;
-        if (!sharded && full == shard_bytes * un.shard)
-            return;  // NO_SHARD, reduced in its own dtype: the gradient itself is kept
-        plan.alloc(MemCategory::gradients, shard_bytes * un.shard);
-        plan.release(MemCategory::gradients, full);
-    };
-
-    // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
-    std::vector<std::int32_t> reduced;
-    auto reduce = [&](int m, int u, std::int32_t grad_ready) {
-        const Unit& un = unit(u);
-        if (un.numel == 0) return;
-        grad_held[static_cast<std::size_t>(u)] = 0;
-        std::int32_t done = grad_ready;
-        const std::int64_t cast = reduce_bytes != param_bytes ? un.padded * reduce_bytes : 0;
-        const std::int32_t after[] = {grad_ready};
-        if (sharded) {
-            done = step.collective(CollectiveKind::reduce_scatter, un.padded * reduce_bytes, shard_group,
-                                   shard_group_stream, after, m, u, reduce_dtype);
-            plan.set_role(CollectiveRole::gradient_reduce, {u});
-            step.synchronous_collective(done);  // _reduce_grad: dist.reduce_scatter_single, no async_op
-            // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
-            plan.alloc(MemCategory::gradients, cast);
-            keep_grad_shard(u, cast);
-            if (replicate_group >= 0) {
-                // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
-                const std::int32_t rs[] = {done};
-                done = step.collective(CollectiveKind::allreduce, un.shard * reduce_bytes, replicate_group,
-                                       all_reduce_stream, rs, m, u, reduce_dtype);
-                step.synchronous_collective(done);
-            }
-        } else if (replicate_group >= 0) {
-            // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
-            done = step.collective(CollectiveKind::allreduce, un.numel * reduce_bytes, replicate_group,
-                                   all_reduce_stream, after, m, u, reduce_dtype);
-            plan.set_role(CollectiveRole::gradient_reduce, {u});
-            step.synchronous_collective(done);  // _reduce_grad_no_shard: dist.all_reduce, no async_op
-            plan.alloc(MemCategory::gradients, cast);
-            keep_grad_shard(u, cast);
-        } else {
-            keep_grad_shard(u, 0);  // one rank: nothing to reduce
-        }
-        if (offload) {
-            // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
-            const std::int32_t deps[] = {done};
-            done = step.copy(Transfer::d2h, shard_bytes * un.shard, d2h_stream, deps, m);
-            plan.tasks.back().bucket = u;
-        }
-        reduced.push_back(done);
-    };
-
-    // Backward order of the pre-backward hooks: by each unit's highest layer.
-    std::vector<int> backward_order;
-    for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
-        const int u = unit_of[static_cast<std::size_t>(l)];
-        if (unit(u).last_layer == l) backward_order.push_back(u);
+        gather_.assign(units_.size(), -1);
     }
 
-    std::vector<std::int32_t> gather(units.size(), -1);
-    for (int m = 0; m < micro_steps; ++m) {
-        // sync_gradients: no_sync() on all but the last micro-step, or every micro-step without it.
-        const bool sync = !no_sync || m == micro_steps - 1;
-        // ---- forward (§3.3, §3.4)
-        std::fill(gather.begin(), gather.end(), -1);
-        std::vector<int> order;  // units to all-gather, in pre-forward order: the root (it wraps the model) first
-        for (int u = 0; u < unit_count; ++u)
-            if (needs_gather(u)) order.push_back(u);
-        std::size_t next = 0;
-        auto gather_next = [&](std::int32_t issue_after) {
-            const int u = order[next++];
-            gather[static_cast<std::size_t>(u)] = unshard(m, u, issue_after);
-        };
+    // ---- forward (§3.3, §3.4)
+    void forward(int m) {
+        std::fill(gather_.begin(), gather_.end(), -1);
+        order_.clear();  // units to all-gather, in pre-forward order: the root (it wraps the model) first
+        for (int u = 0; u < static_cast<int>(units_.size()); ++u)
+            if (needs_gather(u)) order_.push_back(u);
+        next_ = 0;
         // The root's pre-forward unshards it; forward_prefetch also prefetches the next unit.
-        if (next < order.size() && order[next] == kRoot) gather_next(-1);
-        if (forward_prefetch && next < order.size()) gather_next(-1);
+        if (next_ < order_.size() && order_[next_] == kRoot) gather_next(m, -1);
+        if (o_.forward_prefetch && next_ < order_.size()) gather_next(m, -1);
         std::int32_t entered_first_forward = -1;  // first forward task of the unit entered last
-        std::int32_t last_forward = -1;
-        for (int l = 0; l < static_cast<int>(layer_count); ++l) {
-            const int u = unit_of[static_cast<std::size_t>(l)];
+        last_forward_ = -1;
+        for (int l = 0; l < static_cast<int>(w_.layers.size()); ++l) {
+            const int u = unit_of_[static_cast<std::size_t>(l)];
             const bool entering = unit(u).first_layer == l;
             if (entering && u != kRoot) {
                 // Pre-forward of unit u. Without forward_prefetch its all-gather is issued
                 // here; the CPU gets here once the previous unit's forward is issued, which
                 // is modelled (§3.4, unverified) as: after the previous unit's first forward task.
                 // On a CPU backend the model's thread computes that forward itself: after its last task.
-                if (gather[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
-                    DTSIM_ASSERT(next < order.size() && order[next] == u, "units gather in forward order");
-                    gather_next(config.collectives_block_compute ? last_forward : entered_first_forward);
+                if (gather_[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
+                    DTSIM_ASSERT(next_ < order_.size() && order_[next_] == u, "units gather in forward order");
+                    gather_next(m, config_.collectives_block_compute ? last_forward_ : entered_first_forward);
                 }
                 // forward_prefetch: the next unit's all-gather right after this one's (on a
                 // CPU backend, where the model's thread issues it, after the forward so far).
-                if (forward_prefetch && next < order.size())
-                    gather_next(config.collectives_block_compute ? last_forward : -1);
+                if (o_.forward_prefetch && next_ < order_.size())
+                    gather_next(m, config_.collectives_block_compute ? last_forward_ : -1);
             }
-            const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1,
-                                         l == 0 ? gather[static_cast<std::size_t>(kRoot)] : -1};
-            const std::int32_t f = step.forward(m, l, deps);
+            const std::int32_t deps[] = {entering ? gather_[static_cast<std::size_t>(u)] : -1,
+                                         l == 0 ? gather_[static_cast<std::size_t>(kRoot)] : -1};
+            const std::int32_t f = step().forward(m, l, deps);
             if (entering) entered_first_forward = f;
-            last_forward = f;
+            last_forward_ = f;
             // _post_forward_reshard: FULL_SHARD / HYBRID_SHARD free after forward, except the root.
-            if (unit(u).last_layer == l && u != kRoot && reshard_after_forward &&
-                unsharded[static_cast<std::size_t>(u)])
+            if (unit(u).last_layer == l && u != kRoot && reshard_after_forward_ &&
+                unsharded_[static_cast<std::size_t>(u)])
                 reshard(u, f);
         }
+    }
 
-        // ---- backward (§3.3, §3.4, §3.8)
-        std::fill(gather.begin(), gather.end(), -1);
-        order.clear();
-        for (int u : backward_order)
-            if (needs_gather(u)) order.push_back(u);
-        next = 0;
-        std::int32_t last_compute = last_forward;
+    // ---- backward (§3.3, §3.4, §3.8)
+    void backward(int m) {
+        // sync_gradients: no_sync() on all but the last micro-step, or every micro-step without it.
+        const bool sync = !o_.no_sync || m == config_.grad_accum - 1;
+        std::fill(gather_.begin(), gather_.end(), -1);
+        order_.clear();
+        for (int u : backward_order_)
+            if (needs_gather(u)) order_.push_back(u);
+        next_ = 0;
+        std::int32_t last_compute = last_forward_;
         std::int32_t unit_first_backward = -1;  // first backward task of the unit entered last
-        for (int l = static_cast<int>(layer_count) - 1; l >= 0; --l) {
-            const int u = unit_of[static_cast<std::size_t>(l)];
+        for (int l = static_cast<int>(w_.layers.size()) - 1; l >= 0; --l) {
+            const int u = unit_of_[static_cast<std::size_t>(l)];
             const bool entering = unit(u).last_layer == l;
             if (entering) {
                 // Pre-backward hook of unit u, issued once the backward before it is.
                 // Without a prefetch the unit all-gathers itself now (NONE; and the
                 // first unit under BACKWARD_POST).
-                if (gather[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
-                    DTSIM_ASSERT(next < order.size() && order[next] == u, "units gather in backward order");
-                    gather_next(last_compute);
+                if (gather_[static_cast<std::size_t>(u)] < 0 && needs_gather(u)) {
+                    DTSIM_ASSERT(next_ < order_.size() && order_[next_] == u, "units gather in backward order");
+                    gather_next(m, last_compute);
                 }
                 // BACKWARD_PRE: the next unit's all-gather right after this unit's,
                 // before its gradient computation.
-                if (prefetch == Prefetch::backward_pre && next < order.size()) gather_next(last_compute);
+                if (o_.prefetch == Prefetch::backward_pre && next_ < order_.size()) gather_next(m, last_compute);
             }
             // A recompute (activation checkpointing) waits for these deps too, so it
             // adds no all-gather (§3.8).
-            const std::int32_t deps[] = {entering ? gather[static_cast<std::size_t>(u)] : -1};
+            const std::int32_t deps[] = {entering ? gather_[static_cast<std::size_t>(u)] : -1};
             // The step builder may append a task after the backward (SyncBatchNorm's
             // all-reduce); memory is attached to, and frees wait for, the latest task.
-            const std::int32_t first = step.backward(m, l, deps);
-            const auto b = static_cast<std::int32_t>(plan.tasks.size()) - 1;
+            const std::int32_t first = step().backward(m, l, deps);
+            const auto b = static_cast<std::int32_t>(plan_.tasks.size()) - 1;
             if (entering) {
                 unit_first_backward = first;
-                if (!grad_held[static_cast<std::size_t>(u)] && unit(u).numel > 0) {
-                    plan.alloc(MemCategory::gradients, unsharded_grad_bytes(u));
-                    grad_held[static_cast<std::size_t>(u)] = 1;
+                if (!grad_held_[static_cast<std::size_t>(u)] && unit(u).numel > 0) {
+                    plan_.alloc(MemCategory::gradients, unsharded_grad_bytes(u));
+                    grad_held_[static_cast<std::size_t>(u)] = 1;
                 }
             }
             last_compute = b;
             if (unit(u).first_layer != l) continue;
             // Post-backward hook: the unit's gradient is complete. _should_free_in_backward:
             // sync_gradients or a RESHARD_AFTER_FORWARD strategy.
-            if (unsharded[static_cast<std::size_t>(u)] && (sync || reshard_after_forward)) reshard(u, b);
+            if (unsharded_[static_cast<std::size_t>(u)] && (sync || reshard_after_forward_)) reshard(u, b);
             // BACKWARD_POST: the next unit's all-gather in _post_backward_reshard, which
             // _post_backward_hook calls before _reduce_grad: issued after this unit is
             // resharded and before its reduce-scatter, which then queues behind it on the
@@ -428,116 +283,369 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
             // backward task (on a CPU backend: after its last, which that thread computes).
             // NONE waits for the unit's whole backward instead (the next unit's
             // pre-backward hook above).
-            if (prefetch == Prefetch::backward_post && next < order.size())
-                gather_next(config.collectives_block_compute ? b : unit_first_backward);
+            if (o_.prefetch == Prefetch::backward_post && next_ < order_.size())
+                gather_next(m, config_.collectives_block_compute ? b : unit_first_backward);
             // The unit's gradient becomes one flat tensor: the parameters are views
             // of the flat parameter, and autograd's backward of that split
             // concatenates their gradients into a new one (FlatParamHandle;
             // torch.cat in a CPU profile of FSDP: 37.8 MB in 24 ms here, the
             // first touch of fresh pages included).
             const std::int32_t views[] = {b};
-            const std::int32_t flat = step.pass(Phase::gradient_copy, 2 * unsharded_grad_bytes(u), 0, views, m);
-            plan.tasks.back().fresh_output = true;
+            const std::int32_t flat = step().pass(Phase::gradient_copy, 2 * unsharded_grad_bytes(u), 0, views, m);
+            plan_.tasks.back().fresh_output = true;
             if (sync) reduce(m, u, flat);
         }
     }
 
-    const int last = micro_steps - 1;
-    if (offload) {
-        // torch.optim.Adam stepping the CPU shard once every D2H copy is done (§3.6).
-        step.host_optimizer(shard_total, cpu_stream, reduced, last, /*torch_optimizer=*/true);
-        // The device shards go in the final callback, just before; charged at the
-        // step's end, when the device holds nothing else of the step.
-        plan.release(MemCategory::gradients, grad_shards);
-    } else {
+    // ---- step: the optimizer over this rank's shards, then zero_grad
+    void optimizer_step() {
+        const int last = config_.grad_accum - 1;
+        if (o_.offload) {
+            // torch.optim.Adam stepping the CPU shard once every D2H copy is done (§3.6).
+            step().host_optimizer(shard_total_, cpu_stream_, reduced_, last, /*torch_optimizer=*/true);
+            // The device shards go in the final callback, just before; charged at the
+            // step's end, when the device holds nothing else of the step.
+            plan_.release(MemCategory::gradients, grad_shards_);
+            return;
+        }
         // One flat parameter per unit (use_orig_params=False); the root's may be empty.
         std::int64_t tensors = 0, largest = 0;
-        for (const Unit& u : units) {
+        for (const Unit& u : units_) {
             tensors += u.shard > 0;
             largest = std::max(largest, u.shard);
         }
         // _post_backward_final_callback waits for every reduction.
-        step.optimizer_step({.elements = shard_total,
-                             .tensors = std::max<std::int64_t>(tensors, 1),
-                             .largest = largest,
-                             .impl = torch_optimizer_impl(knobs),
-                             .element_bytes = shard_bytes},
-                            reduced, last);
-        plan.release(MemCategory::gradients, grad_shards);  // zero_grad(set_to_none=True)
+        step().optimizer_step({.elements = shard_total_,
+                               .tensors = std::max<std::int64_t>(tensors, 1),
+                               .largest = largest,
+                               .impl = o_.optimizer_impl,
+                               .element_bytes = o_.shard_bytes},
+                              reduced_, last);
+        plan_.release(MemCategory::gradients, grad_shards_);  // zero_grad(set_to_none=True)
     }
 
-    if (knobs.is_set("activation_checkpointing_policy") && knobs.text("activation_checkpointing_policy") != "none")
-        plan.notes.push_back(
-            fmt::format("activation_checkpointing_policy={{{}}}: checkpoint_wrapper around each {}, "
-                        "whose forward runs again in backward (as --activation-checkpointing)",
-                        w.block_name(), w.block_name()));
-    // Which constructor applied: what a user reading the report must know, since
-    // Lightning's FSDPStrategy and torch's FullyShardedDataParallel differ in
-    // their defaults (docs/notes/library-memory-rules.md §2).
-    if (knobs.text("frontend") == "lightning") {
-        const bool mixed = autocast(config.precision);
-        plan.notes.push_back(fmt::format(
-            "Lightning FSDPStrategy, as Lightning >= 2.6 builds it: {}; MixedPrecision(param_dtype={}, "
-            "reduce_dtype={}){}.{}",
-            wrap_policy == "none" ? "no auto_wrap_policy, so one FSDP unit for the whole model"
-                                                     : "auto_wrap_policy=" + wrap_policy,
-            to_string(param_dtype), to_string(reduce_dtype), mixed ? " under torch.autocast" : "",
-            mixed && param_dtype != DType::fp32
-                ? " Lightning 2.1-2.5 kept fp32 parameters under the mixed precisions: add --set param_dtype=fp32 "
-                  "--set reduce_dtype=" +
-                      std::string(to_string(compute_dtype(config.precision))) + " to model those versions."
-                : ""));
-    } else {
-        plan.notes.push_back(fmt::format(
-            "torch FullyShardedDataParallel(auto_wrap_policy={}, mixed_precision=MixedPrecision(param_dtype={}, "
-            "reduce_dtype={})) as the knobs give it; Lightning's FSDPStrategy defaults differ: --strategy "
-            "lightning:fsdp.",
-            wrap_policy, to_string(param_dtype), to_string(reduce_dtype)));
+    // ---- what the report says of it
+    void explain() {
+        if (o_.checkpoint_policy)
+            plan_.notes.push_back(
+                fmt::format("activation_checkpointing_policy={{{}}}: checkpoint_wrapper around each {}, "
+                            "whose forward runs again in backward (as --activation-checkpointing)",
+                            w_.block_name(), w_.block_name()));
+        // Which constructor applied: what a user reading the report must know, since
+        // Lightning's FSDPStrategy and torch's FullyShardedDataParallel differ in
+        // their defaults (docs/notes/library-memory-rules.md §2).
+        const std::string param = std::string(to_string(o_.param_dtype)),
+                          reduce = std::string(to_string(o_.reduce_dtype));
+        if (o_.lightning) {
+            const bool mixed = autocast(config_.precision);
+            plan_.notes.push_back(fmt::format(
+                "Lightning FSDPStrategy, as Lightning >= 2.6 builds it: {}; MixedPrecision(param_dtype={}, "
+                "reduce_dtype={}){}.{}",
+                o_.wrap_policy == "none" ? "no auto_wrap_policy, so one FSDP unit for the whole model"
+                                         : "auto_wrap_policy=" + o_.wrap_policy,
+                param, reduce, mixed ? " under torch.autocast" : "",
+                mixed && o_.param_dtype != DType::fp32
+                    ? " Lightning 2.1-2.5 kept fp32 parameters under the mixed precisions: add --set param_dtype=fp32 "
+                      "--set reduce_dtype=" +
+                          std::string(to_string(compute_dtype(config_.precision))) + " to model those versions."
+                    : ""));
+        } else {
+            plan_.notes.push_back(fmt::format(
+                "torch FullyShardedDataParallel(auto_wrap_policy={}, mixed_precision=MixedPrecision(param_dtype={}, "
+                "reduce_dtype={})) as the knobs give it; Lightning's FSDPStrategy defaults differ: --strategy "
+                "lightning:fsdp.",
+                o_.wrap_policy, param, reduce));
+        }
+        int wrapped = 0;
+        for (int u = 1; u < static_cast<int>(units_.size()); ++u) wrapped += unit(u).numel > 0;
+        const std::string units_text =
+            fmt::format("FSDP {}: {} wrapped units + the root ({:.1f} M parameters)", o_.sharding_name, wrapped,
+                        static_cast<double>(unit(kRoot).numel) / 1e6);
+        if (!sharded_) {
+            // NO_SHARD (§3.3): replicated parameters, one all-reduce per unit (_reduce_grad_no_shard).
+            plan_.notes.push_back(
+                replicate_group_ >= 0
+                    ? fmt::format("{}, parameters replicated on {} ranks; each unit's flat gradient all-reduced in {} "
+                                  "after its backward (one all-reduce per unit, no buckets).",
+                                  units_text, replicate_ranks_, reduce)
+                    : fmt::format("{}, parameters on one rank: no gradient reduction.", units_text));
+        } else {
+            const std::string group = hybrid_ ? fmt::format("the {} ranks of each node", shard_ranks_)
+                                              : fmt::format("{} ranks", shard_ranks_);
+            const std::string gathers = reshard_after_forward_
+                                            ? "before each unit's forward and again before its backward (the root "
+                                              "only once: it stays unsharded after forward)"
+                                            : "before each unit's forward, kept unsharded until after its backward";
+            plan_.notes.push_back(fmt::format(
+                "{}, flat parameters sharded over {}; all-gathers in {} {}; reduce-scatters in {}{}.", units_text,
+                group, param, gathers, reduce,
+                replicate_group_ >= 0 ? fmt::format(", then the gradient shard all-reduced in {} across {} nodes",
+                                                    reduce, config_.topology.nodes)
+                                      : ""));
+        }
+        const int micro_steps = config_.grad_accum;
+        if (o_.offload && !sharded_)
+            plan_.notes.push_back(
+                "cpu_offload with NO_SHARD: the H2D copies of the whole parameters before each "
+                "forward are not modelled.");
+        if (micro_steps > 1 && o_.no_sync)
+            plan_.notes.push_back(
+                "Gradient accumulation uses no_sync(): no reductions before the last micro-step, unsharded gradients "
+                "accumulate in memory.");
+        if (micro_steps > 1 && !o_.no_sync) {
+            plan_.notes.push_back(
+                "Gradient accumulation without no_sync(): a gradient reduction every micro-step, sharded gradients "
+                "accumulate.");
+            if (o_.offload)
+                plan_.notes.push_back(
+                    "cpu_offload with no_sync=false: PyTorch's FSDP docs say gradient accumulation outside no_sync() "
+                    "is not supported with CPU offload (the newly reduced gradient replaces the accumulated one); "
+                    "only the cost is modelled.");
+        }
     }
-    int wrapped = 0;
-    for (int u = 1; u < unit_count; ++u) wrapped += unit(u).numel > 0;
-    const std::string units_text =
-        fmt::format("FSDP {}: {} wrapped units + the root ({:.1f} M parameters)", knobs.text("sharding_strategy"),
-                    wrapped, static_cast<double>(unit(kRoot).numel) / 1e6);
-    if (!sharded) {
-        // NO_SHARD (§3.3): replicated parameters, one all-reduce per unit (_reduce_grad_no_shard).
-        plan.notes.push_back(
-            replicate_group >= 0
-                ? fmt::format("{}, parameters replicated on {} ranks; each unit's flat gradient all-reduced in {} "
-                              "after its backward (one all-reduce per unit, no buckets).",
-                              units_text, replicate_ranks, to_string(reduce_dtype))
-                : fmt::format("{}, parameters on one rank: no gradient reduction.", units_text));
-    } else {
-        const std::string group =
-            hybrid ? fmt::format("the {} ranks of each node", shard_ranks) : fmt::format("{} ranks", shard_ranks);
-        const std::string gathers = reshard_after_forward
-                                        ? "before each unit's forward and again before its backward (the root "
-                                          "only once: it stays unsharded after forward)"
-                                        : "before each unit's forward, kept unsharded until after its backward";
-        plan.notes.push_back(fmt::format(
-            "{}, flat parameters sharded over {}; all-gathers in {} {}; reduce-scatters in {}{}.", units_text, group,
-            to_string(param_dtype), gathers, to_string(reduce_dtype),
-            replicate_group >= 0 ? fmt::format(", then the gradient shard all-reduced in {} across {} nodes",
-                                               to_string(reduce_dtype), topo.nodes)
-                                 : ""));
+
+private:
+    StepBuilder& step() { return *step_; }
+    const Unit& unit(int u) const { return units_[static_cast<std::size_t>(u)]; }
+
+    // The shard group: all ranks, or the node for the hybrid strategies (§3.3).
+    void shard_group_topology() {
+        const auto& topo = config_.topology;
+        sharding_ = o_.sharding;
+        hybrid_ = sharding_ == Sharding::hybrid_shard || sharding_ == Sharding::hybrid_shard_zero2;
+        shard_ranks_ = hybrid_ ? topo.gpus_per_node : topo.world_size();
+        if (sharding_ != Sharding::no_shard && shard_ranks_ == 1) {
+            // FSDP switches to NO_SHARD when its (shard) process group has one rank.
+            plan_.notes.push_back(
+                fmt::format("{} over a shard group of one rank: FSDP runs it as NO_SHARD.", o_.sharding_name));
+            sharding_ = Sharding::no_shard;
+            hybrid_ = false;
+        }
+        sharded_ = sharding_ != Sharding::no_shard;
+        if (!sharded_) shard_ranks_ = 1;
+        // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES = {FULL_SHARD, HYBRID_SHARD} (§3.3).
+        reshard_after_forward_ = sharding_ == Sharding::full_shard || sharding_ == Sharding::hybrid_shard;
+        replicate_ranks_ = hybrid_ ? topo.nodes : sharded_ ? 1 : topo.world_size();
     }
-    if (offload && !sharded)
-        plan.notes.push_back(
-            "cpu_offload with NO_SHARD: the H2D copies of the whole parameters before each forward are not modelled.");
-    if (micro_steps > 1 && no_sync)
-        plan.notes.push_back(
-            "Gradient accumulation uses no_sync(): no reductions before the last micro-step, unsharded gradients "
-            "accumulate in memory.");
-    if (micro_steps > 1 && !no_sync) {
-        plan.notes.push_back(
-            "Gradient accumulation without no_sync(): a gradient reduction every micro-step, sharded gradients "
-            "accumulate.");
-        if (offload)
-            plan.notes.push_back(
-                "cpu_offload with no_sync=false: PyTorch's FSDP docs say gradient accumulation outside no_sync() is "
-                "not supported with CPU offload (the newly reduced gradient replaces the accumulated one); only the "
-                "cost is modelled.");
+
+    // The units' shards, and each unit's FlatParameter as shard group u.
+    void build_units() {
+        for (Unit& u : units_) {
+            u.shard = (u.numel + shard_ranks_ - 1) / shard_ranks_;
+            u.padded = u.shard * shard_ranks_;
+            shard_total_ += u.shard;
+        }
+        // Counted first, then filled: one array for all units (lowering runs thousands of times a second).
+        std::vector<std::uint32_t> count(units_.size() + 1, 0);
+        for (std::size_t l = 0; l < w_.layers.size(); ++l)
+            count[static_cast<std::size_t>(unit_of_[l]) + 1] += static_cast<std::uint32_t>(w_.layers[l].params.size());
+        for (std::size_t u = 0; u < units_.size(); ++u) {
+            count[u + 1] += count[u];
+            plan_.shards.push_back({count[u], count[u + 1] - count[u], shard_ranks_});
+        }
+        plan_.shard_params.resize(count.back());
+        for (std::size_t l = 0; l < w_.layers.size(); ++l)
+            for (const auto& p : w_.layers[l].params)
+                plan_.shard_params[count[static_cast<std::size_t>(unit_of_[l])]++] = p.index;
+        unsharded_.assign(units_.size(), 0);
+        grad_held_.assign(units_.size(), 0);
+        shard_held_.assign(units_.size(), 0);
     }
+
+    void open_streams() {
+        if (o_.param_dtype != DType::fp32)
+            plan_.compute_dtype = o_.param_dtype;  // MixedPrecision casts the flat parameter
+        // MixedPrecision casts the flat parameter itself, so with param_dtype equal to
+        // the compute dtype autocast finds no fp32 weights to cache (§3.7, §6). NO_SHARD
+        // keeps the copies, as the stand-in for its low-precision copy of each unit,
+        // held from forward to backward.
+        if (sharded_ && o_.param_dtype == w_.activation_dtype) step().set_autocast(false);
+        shard_group_ = !sharded_ ? -1 : hybrid_ ? step().node_group() : step().world_group();
+        replicate_group_ = replicate_ranks_ <= 1 ? -1 : hybrid_ ? step().cross_node_group() : step().world_group();
+        shard_group_stream_ = sharded_ ? step().stream("shard group", TaskKind::collective) : -1;
+        all_reduce_stream_ = replicate_group_ >= 0 ? step().stream("all-reduce", TaskKind::collective) : -1;
+        h2d_stream_ = o_.offload && sharded_ ? step().stream("h2d", TaskKind::copy) : -1;
+        d2h_stream_ = o_.offload ? step().stream("d2h", TaskKind::copy) : -1;
+        cpu_stream_ = o_.offload ? step().stream("cpu", TaskKind::host_compute) : -1;
+    }
+
+    // Model states (§3.9, §8): fp32 parameter shard and Adam's two moments over
+    // Ψ/N parameters (Ψ for NO_SHARD); on the host with
+    // CPUOffload(offload_params=True) (§3.6), which also pins a gradient shard
+    // there for good (`_cpu_grad`). On the device the fp32 gradient shard exists
+    // only from each unit's reduction to zero_grad (see `reduce`).
+    void place_model_states() {
+        const std::int64_t model_states[] = {o_.shard_bytes * shard_total_, config_.optimizer == OptimizerKind::adam
+                                                                                ? 2 * o_.shard_bytes * shard_total_
+                                                                                : 0};
+        const MemCategory model_categories[] = {MemCategory::parameters, MemCategory::optimizer_states};
+        for (int i = 0; i < 2; ++i)
+            plan_.resident[static_cast<std::size_t>(o_.offload ? MemCategory::host : model_categories[i])] +=
+                model_states[i];
+        if (o_.offload) plan_.resident[static_cast<std::size_t>(MemCategory::host)] += o_.shard_bytes * shard_total_;
+    }
+
+    // _FreeEventQueue (§3.5): each free of unsharded parameters enqueues the task
+    // after which they are freed; before an all-gather is issued, when two frees
+    // are pending, the CPU waits for the oldest. So the all-gather of unit k+2
+    // waits for the free of unit k.
+    std::int32_t limiter() {
+        if (!o_.limit_all_gathers || pending_frees_.size() < 2) return -1;
+        const std::int32_t oldest = pending_frees_.front();
+        pending_frees_.pop_front();
+        return oldest;
+    }
+
+    bool needs_gather(int u) const { return sharded_ && !unsharded_[static_cast<std::size_t>(u)] && unit(u).numel > 0; }
+
+    // The next unit of order_ all-gathers, issued after `issue_after`.
+    void gather_next(int m, std::int32_t issue_after) {
+        const int u = order_[next_++];
+        gather_[static_cast<std::size_t>(u)] = unshard(m, u, issue_after);
+    }
+
+    // Unshard (§3.2, §3.6): with CPU offload the fp32 shard is copied H2D first;
+    // then the padded flat parameter is all-gathered in param_dtype (its bytes
+    // are the total output, nccl-tests' convention). `issue_after`: the compute
+    // task after which the hook issuing it runs (-1: none).
+    std::int32_t unshard(int m, int u, std::int32_t issue_after) {
+        const Unit& un = unit(u);
+        std::int32_t ready = issue_after;
+        if (o_.offload) {
+            const std::int32_t deps[] = {issue_after};
+            ready = step().copy(Transfer::h2d, o_.shard_bytes * un.shard, h2d_stream_, deps, m);
+            plan_.tasks.back().bucket = u;
+            plan_.alloc(MemCategory::gathered, o_.shard_bytes * un.shard);
+        }
+        const std::int32_t deps[] = {ready, limiter()};
+        const std::int32_t gather = step().collective(CollectiveKind::allgather, un.padded * o_.param_bytes,
+                                                      shard_group_, shard_group_stream_, deps, m, u, o_.param_dtype);
+        plan_.set_role(CollectiveRole::parameter_gather, {u});
+        step().synchronous_collective(gather);  // _all_gather_flat_param: dist.all_gather, no async_op
+        plan_.alloc(MemCategory::gathered, un.padded * o_.param_bytes);
+        if (o_.offload) plan_.release(MemCategory::gathered, o_.shard_bytes * un.shard);
+        unsharded_[static_cast<std::size_t>(u)] = 1;
+        return gather;
+    }
+
+    // Frees unit u's unsharded parameters when `task` (the latest task) ends.
+    void reshard(int u, std::int32_t task) {
+        plan_.release(MemCategory::gathered, unit(u).padded * o_.param_bytes);
+        unsharded_[static_cast<std::size_t>(u)] = 0;
+        pending_frees_.push_back(task);
+    }
+
+    // The unit's unsharded gradient, in param_dtype, from its first backward to
+    // its reduction (under no_sync, the last micro-step's; §3.3, §6).
+    std::int64_t unsharded_grad_bytes(int u) const { return unit(u).padded * o_.param_bytes; }
+
+    // The unit's fp32 gradient shard (the whole flat gradient under NO_SHARD):
+    // _accumulate_sharded_grad casts each reduction's output to the flat
+    // parameter's dtype and keeps it in _saved_grad_shard, or adds to it, until
+    // zero_grad(set_to_none=True) after the step (_runtime_utils.py;
+    // docs/notes/library-memory-rules.md §5). With CPU offload that device
+    // shard is freed by the final callback, once copied into `_cpu_grad`.
+    // At unit u's reduction (the latest task): the fp32 shard replaces the
+    // unsharded gradient and its reduce_dtype cast (`cast` bytes).
+    void keep_grad_shard(int u, std::int64_t cast) {
+        const Unit& un = unit(u);
+        const std::int64_t full = unsharded_grad_bytes(u) + cast;
+        if (shard_held_[static_cast<std::size_t>(u)]) {  // accumulating: added into the kept shard
+            plan_.release(MemCategory::gradients, full);
+            return;
+        }
+        shard_held_[static_cast<std::size_t>(u)] = 1;
+        grad_shards_ += o_.shard_bytes * un.shard;
+        if (!sharded_ && full == o_.shard_bytes * un.shard)
+            return;  // NO_SHARD, reduced in its own dtype: the gradient itself is kept
+        plan_.alloc(MemCategory::gradients, o_.shard_bytes * un.shard);
+        plan_.release(MemCategory::gradients, full);
+    }
+
+    // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
+    void reduce(int m, int u, std::int32_t grad_ready) {
+        const Unit& un = unit(u);
+        if (un.numel == 0) return;
+        grad_held_[static_cast<std::size_t>(u)] = 0;
+        std::int32_t done = grad_ready;
+        const std::int64_t cast = o_.reduce_bytes != o_.param_bytes ? un.padded * o_.reduce_bytes : 0;
+        const std::int32_t after[] = {grad_ready};
+        if (sharded_) {
+            done = step().collective(CollectiveKind::reduce_scatter, un.padded * o_.reduce_bytes, shard_group_,
+                                     shard_group_stream_, after, m, u, o_.reduce_dtype);
+            plan_.set_role(CollectiveRole::gradient_reduce, {u});
+            step().synchronous_collective(done);  // _reduce_grad: dist.reduce_scatter_single, no async_op
+            // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
+            plan_.alloc(MemCategory::gradients, cast);
+            keep_grad_shard(u, cast);
+            if (replicate_group_ >= 0) {
+                // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
+                const std::int32_t rs[] = {done};
+                done = step().collective(CollectiveKind::allreduce, un.shard * o_.reduce_bytes, replicate_group_,
+                                         all_reduce_stream_, rs, m, u, o_.reduce_dtype);
+                step().synchronous_collective(done);
+            }
+        } else if (replicate_group_ >= 0) {
+            // NO_SHARD: all-reduce of the unit's flat gradient (_reduce_grad_no_shard).
+            done = step().collective(CollectiveKind::allreduce, un.numel * o_.reduce_bytes, replicate_group_,
+                                     all_reduce_stream_, after, m, u, o_.reduce_dtype);
+            plan_.set_role(CollectiveRole::gradient_reduce, {u});
+            step().synchronous_collective(done);  // _reduce_grad_no_shard: dist.all_reduce, no async_op
+            plan_.alloc(MemCategory::gradients, cast);
+            keep_grad_shard(u, cast);
+        } else {
+            keep_grad_shard(u, 0);  // one rank: nothing to reduce
+        }
+        if (o_.offload) {
+            // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
+            const std::int32_t deps[] = {done};
+            done = step().copy(Transfer::d2h, o_.shard_bytes * un.shard, d2h_stream_, deps, m);
+            plan_.tasks.back().bucket = u;
+        }
+        reduced_.push_back(done);
+    }
+
+    const models::Workload& w_;
+    const Config& config_;
+    const FsdpOptions& o_;
+    Plan& plan_;
+    std::optional<StepBuilder> step_;
+    // The groups, after FSDP's NO_SHARD fallback for a one-rank shard group.
+    Sharding sharding_ = Sharding::full_shard;
+    bool hybrid_ = false, sharded_ = true, reshard_after_forward_ = true;
+    int shard_ranks_ = 1, replicate_ranks_ = 1;
+    int shard_group_ = -1, replicate_group_ = -1;
+    int shard_group_stream_ = -1, all_reduce_stream_ = -1, h2d_stream_ = -1, d2h_stream_ = -1, cpu_stream_ = -1;
+    // The units.
+    std::vector<int> unit_of_;
+    std::vector<Unit> units_;
+    std::int64_t shard_total_ = 0;  // Ψ/N: parameters this rank owns
+    std::vector<int> backward_order_;
+    // Where the step stands.
+    std::deque<std::int32_t> pending_frees_;
+    std::vector<char> unsharded_;   // the unit's full parameters are allocated
+    std::vector<char> grad_held_;   // the unit's unsharded gradient is allocated
+    std::vector<char> shard_held_;  // the unit's fp32 gradient shard is allocated
+    std::int64_t grad_shards_ = 0;  // bytes of them allocated
+    std::vector<std::int32_t> reduced_;
+    std::vector<std::int32_t> gather_;  // this pass's all-gather of each unit (-1: none yet)
+    std::vector<int> order_;            // units to all-gather in this pass, in hook order
+    std::size_t next_ = 0;              // the next of order_ to all-gather
+    std::int32_t last_forward_ = -1;
+};
+
+Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    const FsdpOptions options = parse_options(w, config, knobs);
+    std::vector<int> unit_of;
+    std::vector<Unit> units = wrap_units(w, knobs, unit_of);
+    Plan plan;
+    FsdpLowering fsdp(w, config, options, plan, std::move(units), std::move(unit_of));
+    for (int m = 0; m < config.grad_accum; ++m) {
+        fsdp.forward(m);
+        fsdp.backward(m);
+    }
+    fsdp.optimizer_step();
+    fsdp.explain();
     return plan;
 }
 
