@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace dtsim::sim {
 namespace {
@@ -56,30 +57,60 @@ std::int64_t autograd_nodes(const models::Workload& w) {
 // the constant; unverified, about a microsecond per node of C++ traversal).
 constexpr std::int64_t kGraphSearchNsPerNode = 1000;
 
+// The knobs, parsed once.
+struct DdpOptions {
+    bool as_view = false;      // gradient_as_bucket_view
+    bool find_unused = false;  // find_unused_parameters, unless static_graph (§1.7)
+    bool static_graph = false;
+    bool broadcast_buffers = true;
+    std::int64_t cap = 0;    // bucket_cap_mb, in bytes
+    std::int64_t first = 0;  // the first bucket's cap, in bytes
+    std::string hook;        // comm_hook
+    OptimizerImpl optimizer_impl{};
+    // Parameters, gradients and Adam's moments: fp32, as autocast keeps them, or
+    // 16-bit under the "true" precisions.
+    DType grad_dtype = DType::fp32;
+    std::int64_t element_bytes = 4;
+};
+
+DdpOptions parse_options(const Config& config, const Knobs& knobs) {
+    DdpOptions o;
+    o.as_view = knobs.boolean("gradient_as_bucket_view");
+    o.static_graph = knobs.boolean("static_graph");
+    o.find_unused = knobs.boolean("find_unused_parameters") && !o.static_graph;
+    o.broadcast_buffers = knobs.boolean("broadcast_buffers");
+    o.cap = static_cast<std::int64_t>(knobs.number("bucket_cap_mb") * MiB);
+    // PyTorch >= 2.4 uses the cap for the first bucket too when the user set bucket_cap_mb (§1.1).
+    o.first = knobs.text("first_bucket_mb") != "auto" ? static_cast<std::int64_t>(knobs.number("first_bucket_mb") * MiB)
+              : knobs.is_set("bucket_cap_mb")         ? o.cap
+                                                      : MiB;
+    o.hook = knobs.text("comm_hook");
+    o.optimizer_impl = torch_optimizer_impl(knobs);
+    o.grad_dtype = parameter_dtype(config.precision);
+    o.element_bytes = dtype_bytes(o.grad_dtype);
+    if (o.element_bytes != 4 && o.hook != "allreduce")
+        throw ConfigError(fmt::format(
+            "--set comm_hook={} with precision {}: the hooks are modelled over fp32 buckets, and under a \"true\" "
+            "precision the gradients already are {}; use comm_hook=allreduce or a mixed precision",
+            o.hook, to_string(config.precision), to_string(o.grad_dtype)));
+    return o;
+}
+
 // Reducer buckets for this iteration (§1.2): iteration 1 (and 2 with
 // static_graph) has one bucket; later iterations are rebuilt in gradient
 // arrival order, unless find_unused_parameters keeps the initial assignment.
 std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::vector<ParamRef>& params,
-                                          const Config& config, const Knobs& knobs, std::vector<std::string>& notes) {
-    const auto cap = static_cast<std::int64_t>(knobs.number("bucket_cap_mb") * MiB);
-    // PyTorch >= 2.4 uses the cap for the first bucket too when the user set bucket_cap_mb (§1.1).
-    std::int64_t first = knobs.text("first_bucket_mb") != "auto"
-                             ? static_cast<std::int64_t>(knobs.number("first_bucket_mb") * MiB)
-                         : knobs.is_set("bucket_cap_mb") ? cap
-                                                         : MiB;
-    const bool find_unused = knobs.boolean("find_unused_parameters");
-    const bool static_graph = knobs.boolean("static_graph");
+                                          const Config& config, const DdpOptions& o, std::vector<std::string>& notes) {
     std::vector<BucketTensor> tensors;
     // Buckets hold gradients in the parameters' dtype: fp32 under autocast,
     // 16-bit under Lightning's "true" precisions.
-    const DType grad_dtype = parameter_dtype(config.precision);
     auto tensor = [&](int index) {
-        return BucketTensor{index, params[static_cast<std::size_t>(index)].numel * dtype_bytes(grad_dtype), grad_dtype};
+        return BucketTensor{index, params[static_cast<std::size_t>(index)].numel * o.element_bytes, o.grad_dtype};
     };
 
-    if (find_unused && !static_graph) {
+    if (o.find_unused) {
         for (std::size_t i = 0; i < params.size(); ++i) tensors.push_back(tensor(static_cast<int>(i)));
-        const std::int64_t limits[] = {first, cap};
+        const std::int64_t limits[] = {o.first, o.cap};
         auto b = assign_buckets_by_size(tensors, limits, true);
         std::reverse(b.begin(), b.end());
         notes.push_back(
@@ -87,8 +118,8 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
             "each iteration traverses the autograd graph and allreduces the used-parameter map.");
         return b;
     }
-    const char* warmup = static_graph ? "Iterations 1 and 2 (static_graph)" : "Iteration 1";
-    const std::int64_t unbuilt_iterations = static_graph ? 2 : 1;
+    const char* warmup = o.static_graph ? "Iterations 1 and 2 (static_graph)" : "Iteration 1";
+    const std::int64_t unbuilt_iterations = o.static_graph ? 2 : 1;
     if (config.iteration <= unbuilt_iterations) {
         for (std::size_t i = 0; i < params.size(); ++i) tensors.push_back(tensor(static_cast<int>(i)));
         const std::int64_t limits[] = {std::numeric_limits<std::int64_t>::max()};
@@ -99,148 +130,195 @@ std::vector<std::vector<int>> ddp_buckets(const models::Workload& w, const std::
         return assign_buckets_by_size(tensors, limits, true);
     }
     for (int index : gradient_arrival_order(w)) tensors.push_back(tensor(index));
-    const std::int64_t limits[] = {first, cap};
+    const std::int64_t limits[] = {o.first, o.cap};
     notes.push_back(fmt::format(
         "Steady state after the bucket rebuild: buckets follow gradient-arrival order (first bucket {:.3g} MiB, then "
         "{:.3g} MiB). {} runs with one bucket and has no communication/compute overlap.",
-        double(first) / MiB, double(cap) / MiB, warmup));
+        double(o.first) / MiB, double(o.cap) / MiB, warmup));
     return assign_buckets_by_size(tensors, limits, false);
 }
 
-Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
-    const bool as_view = knobs.boolean("gradient_as_bucket_view");
-    const bool find_unused = knobs.boolean("find_unused_parameters") && !knobs.boolean("static_graph");
-    const auto& hook = comm_hooks().find(knobs.text("comm_hook"));
-    const int micro_steps = config.grad_accum;
-    const OptimizerImpl impl = torch_optimizer_impl(knobs);
-    // Parameters, gradients and Adam's moments: fp32, as autocast keeps them, or
-    // 16-bit under the "true" precisions.
-    const std::int64_t element_bytes = dtype_bytes(parameter_dtype(config.precision));
-    if (element_bytes != 4 && knobs.text("comm_hook") != "allreduce")
-        throw ConfigError(fmt::format(
-            "--set comm_hook={} with precision {}: the hooks are modelled over fp32 buckets, and under a \"true\" "
-            "precision the gradients already are {}; use comm_hook=allreduce or a mixed precision",
-            knobs.text("comm_hook"), to_string(config.precision), to_string(parameter_dtype(config.precision))));
-
-    Plan plan;
-    const std::size_t expected_tasks =
-        w.layers.size() * 2 * static_cast<std::size_t>(micro_steps) + w.layers.size() + 4;
-    plan.tasks.reserve(expected_tasks);
-    plan.deps.reserve(expected_tasks * 2);
-    plan.memory.reserve(expected_tasks * 3);
-    StepBuilder step(plan, w, config);
-    const int nccl = step.stream("nccl", TaskKind::collective);
-    const int world = step.world_group();
-    // torch's Reducer runs at every world size. On one rank, too, backward copies
-    // each gradient into its bucket, the bucket is allreduced (over a group of
-    // one: priced at nothing) and copied back, and the hook and the
-    // unused-parameter search run (issue 15: 19 ms a step for an 8-layer MLP).
-    // Only the buffer broadcast and the post-step averaging need peers.
-    const bool distributed = config.topology.world_size() > 1;
-
-    const auto params = params_by_index(w);
-    const auto buckets = ddp_buckets(w, params, config, knobs, plan.notes);
-    // A bucket is ready when the earliest layer holding one of its parameters finishes backward.
-    std::vector<int> ready_layer(buckets.size(), std::numeric_limits<int>::max());
-    for (std::size_t b = 0; b < buckets.size(); ++b) {
-        std::int64_t bytes = 0;
-        for (int p : buckets[b]) {
-            ready_layer[b] = std::min(ready_layer[b], params[static_cast<std::size_t>(p)].layer);
-            bytes += params[static_cast<std::size_t>(p)].numel * element_bytes;
-        }
-        plan.buckets.push_back({static_cast<int>(b), bytes, buckets[b], {}});
+// One DDP step as torch's Reducer runs it: the constructor builds the buckets,
+// the stream, the model states and the hook; forward(m) and backward(m) run
+// micro-step m (the buckets launched as their gradients become ready);
+// optimizer_step() ends the step.
+class DdpLowering {
+public:
+    DdpLowering(const models::Workload& w, const Config& config, const DdpOptions& o, const Knobs& knobs, Plan& plan)
+        : w_(w),
+          config_(config),
+          o_(o),
+          plan_(plan),
+          hook_(comm_hooks().find(o.hook)),
+          params_(params_by_index(w)),
+          // torch's Reducer runs at every world size. On one rank, too, backward copies
+          // each gradient into its bucket, the bucket is allreduced (over a group of
+          // one: priced at nothing) and copied back, and the hook and the
+          // unused-parameter search run (issue 15: 19 ms a step for an 8-layer MLP).
+          // Only the buffer broadcast and the post-step averaging need peers.
+          distributed_(config.topology.world_size() > 1) {
+        const std::size_t expected_tasks =
+            w_.layers.size() * 2 * static_cast<std::size_t>(config_.grad_accum) + w_.layers.size() + 4;
+        plan_.tasks.reserve(expected_tasks);
+        plan_.deps.reserve(expected_tasks * 2);
+        plan_.memory.reserve(expected_tasks * 3);
+        step_.emplace(plan_, w_, config_);
+        nccl_ = step().stream("nccl", TaskKind::collective);
+        world_ = step().world_group();
+        build_buckets();
+        shapes_.assign(params_.size(), nullptr);
+        for (const auto& layer : w_.layers)
+            for (const auto& p : layer.params) shapes_[static_cast<std::size_t>(p.index)] = &p;
+        hook_ctx_.emplace(
+            HookContext{step(), knobs, nccl_, world_, config_.grad_accum - 1, shapes_, config_.iteration});
+        place_model_states(knobs);
+        backward_task_.assign(w_.layers.size(), -1);
     }
-    std::vector<const models::Parameter*> shapes(params.size(), nullptr);
-    for (const auto& layer : w.layers)
-        for (const auto& p : layer.params) shapes[static_cast<std::size_t>(p.index)] = &p;
-    HookContext hook_ctx{step, knobs, nccl, world, micro_steps - 1, shapes, config.iteration};
 
-    const std::int64_t psi = w.param_count();
-    plan.resident[static_cast<int>(MemCategory::parameters)] = psi * element_bytes;
-    plan.resident[static_cast<int>(MemCategory::optimizer_states)] =
-        config.optimizer == OptimizerKind::adam ? psi * 2 * element_bytes : 0;
-    // gradient_as_bucket_view: .grad are views into the buckets, which live across steps (§1.5).
-    if (as_view)
-        plan.resident[static_cast<int>(MemCategory::gradients)] = psi * element_bytes;
-    else
-        plan.resident[static_cast<int>(MemCategory::buckets)] = psi * element_bytes;
-    if (hook.value.resident_bytes)
-        plan.resident[static_cast<int>(MemCategory::error_feedback)] =
-            hook.value.resident_bytes(hook_ctx, plan.buckets);
-    plan.hook.kind = hook.value.kind;
-    plan.hook.name = hook.name;
-    if (hook.value.describe) hook.value.describe(knobs, plan.hook);
-
-    std::vector<std::int32_t> reduced;
-    std::vector<std::int32_t> backward_task(w.layers.size(), -1);
-    for (int m = 0; m < micro_steps; ++m) {
-        const bool sync = m == micro_steps - 1;  // no_sync on all but the last micro-step (§1.9)
+    // ---- forward (§1.7, §1.8)
+    void forward(int m) {
+        const bool sync = m == config_.grad_accum - 1;  // no_sync on all but the last micro-step (§1.9)
         std::int32_t broadcast = -1;
         // Buffers are broadcast when the previous forward synced: the first micro-step only (§1.8).
-        if (m == 0 && distributed && knobs.boolean("broadcast_buffers") && w.buffer_bytes() > 0)
-            broadcast = step.collective(CollectiveKind::broadcast, w.buffer_bytes(), world, nccl, {}, m);
+        if (m == 0 && distributed_ && o_.broadcast_buffers && w_.buffer_bytes() > 0)
+            broadcast = step().collective(CollectiveKind::broadcast, w_.buffer_bytes(), world_, nccl_, {}, m);
         std::int32_t second_last_forward = -1, last_forward = -1;
-        for (int l = 0; l < step.layers(); ++l) {
+        for (int l = 0; l < step().layers(); ++l) {
             const std::int32_t deps[] = {l == 0 ? broadcast : -1};
             second_last_forward = last_forward;
-            last_forward = step.forward(m, l, deps);
+            last_forward = step().forward(m, l, deps);
         }
         // find_unused_parameters: prepare_for_backward searches the autograd graph
         // on the CPU at the end of every synced forward (§1.7); backward cannot be
         // issued before it ends. The CPU runs ahead of the GPU, so it starts about
         // when the last forward kernel starts.
-        std::int32_t graph_search = -1;
-        if (find_unused && sync) {
+        graph_search_ = -1;
+        if (o_.find_unused && sync) {
             const std::int32_t after[] = {second_last_forward};
-            graph_search = step.host_task(autograd_nodes(w) * kGraphSearchNsPerNode,
-                                          step.stream("cpu", TaskKind::host_compute), after, m);
+            graph_search_ = step().host_task(autograd_nodes(w_) * kGraphSearchNsPerNode,
+                                             step().stream("cpu", TaskKind::host_compute), after, m);
         }
+    }
+
+    // ---- backward and the bucket reductions (§1.3, §1.4, §1.5)
+    void backward(int m) {
+        const bool sync = m == config_.grad_accum - 1;
         std::size_t next_bucket = 0;
-        for (int li = step.layers() - 1; li >= 0; --li) {
-            const std::int64_t grad_bytes = w.layers[static_cast<std::size_t>(li)].param_count() * element_bytes;
-            const std::int32_t search[] = {li == step.layers() - 1 ? graph_search : -1};
+        for (int li = step().layers() - 1; li >= 0; --li) {
+            const std::int64_t grad_bytes = w_.layers[static_cast<std::size_t>(li)].param_count() * o_.element_bytes;
+            const std::int32_t search[] = {li == step().layers() - 1 ? graph_search_ : -1};
             // Copying each gradient into its bucket, divided by the world size, is fused (§1.4).
-            backward_task[static_cast<std::size_t>(li)] =
-                step.backward(m, li, search, sync ? 2 * grad_bytes : 0);
-            if (m == 0 && !as_view) plan.alloc(MemCategory::gradients, grad_bytes);
+            backward_task_[static_cast<std::size_t>(li)] = step().backward(m, li, search, sync ? 2 * grad_bytes : 0);
+            if (m == 0 && !o_.as_view) plan_.alloc(MemCategory::gradients, grad_bytes);
             // gradient_as_bucket_view after zero_grad(set_to_none=True): autograd
             // still writes each gradient into a fresh tensor, which the Reducer
             // copies into its bucket view and frees (reducer.cpp,
             // mark_variable_ready_dense): transient memory, and fresh pages.
-            if (m == 0 && as_view && sync) {
-                plan.alloc(MemCategory::gradients, grad_bytes);
-                plan.release(MemCategory::gradients, grad_bytes);
+            if (m == 0 && o_.as_view && sync) {
+                plan_.alloc(MemCategory::gradients, grad_bytes);
+                plan_.release(MemCategory::gradients, grad_bytes);
             }
             if (!sync) continue;
             // Launch, in index order, every bucket whose gradients are now all ready (§1.3).
-            while (next_bucket < buckets.size() && ready_layer[next_bucket] >= li) {
-                const auto ready = backward_task[static_cast<std::size_t>(ready_layer[next_bucket])];
-                reduced.push_back(hook.value.reduce(hook_ctx, plan.buckets[next_bucket], ready));
+            while (next_bucket < buckets_.size() && ready_layer_[next_bucket] >= li) {
+                const auto ready = backward_task_[static_cast<std::size_t>(ready_layer_[next_bucket])];
+                reduced_.push_back(hook_.value.reduce(*hook_ctx_, plan_.buckets[next_bucket], ready));
                 ++next_bucket;
             }
         }
-        DTSIM_ASSERT(!sync || next_bucket == buckets.size(), "every bucket is reduced");
+        DTSIM_ASSERT(!sync || next_bucket == buckets_.size(), "every bucket is reduced");
     }
-    const int last = micro_steps - 1;
-    if (find_unused)
-        // The used-parameter map: one int32 per parameter tensor (§1.7).
-        reduced.push_back(step.collective(CollectiveKind::allreduce, static_cast<std::int64_t>(params.size()) * 4,
-                                          world, nccl, {}, last));
-    // finalize_backward waits for every bucket, then copies buckets back into .grad
-    // unless the gradients already are bucket views (§1.3, §1.5).
-    std::vector<std::int32_t> step_deps = reduced;
-    if (!as_view) step_deps = {step.pass(Phase::gradient_copy, 2 * psi * element_bytes, 0, reduced, last)};
-    std::int64_t largest = 0;
-    for (const auto& p : params) largest = std::max(largest, p.numel);
-    std::int32_t done = step.optimizer_step({.elements = psi,
-                                             .tensors = static_cast<std::int64_t>(params.size()),
-                                             .largest = largest,
-                                             .impl = impl,
-                                             .element_bytes = element_bytes},
-                                            step_deps, last);
-    // zero_grad(set_to_none=True) frees the gradients after the step.
-    if (!as_view) plan.release(MemCategory::gradients, psi * element_bytes);
-    if (distributed && hook.value.after_step) done = hook.value.after_step(hook_ctx, done);
+
+    // ---- step: finalize_backward, the optimizer, zero_grad, the hook's post-step work
+    void optimizer_step() {
+        const int last = config_.grad_accum - 1;
+        const std::int64_t psi = w_.param_count();
+        if (o_.find_unused)
+            // The used-parameter map: one int32 per parameter tensor (§1.7).
+            reduced_.push_back(step().collective(
+                CollectiveKind::allreduce, static_cast<std::int64_t>(params_.size()) * 4, world_, nccl_, {}, last));
+        // finalize_backward waits for every bucket, then copies buckets back into .grad
+        // unless the gradients already are bucket views (§1.3, §1.5).
+        std::vector<std::int32_t> step_deps = reduced_;
+        if (!o_.as_view) step_deps = {step().pass(Phase::gradient_copy, 2 * psi * o_.element_bytes, 0, reduced_, last)};
+        std::int64_t largest = 0;
+        for (const auto& p : params_) largest = std::max(largest, p.numel);
+        std::int32_t done = step().optimizer_step({.elements = psi,
+                                                   .tensors = static_cast<std::int64_t>(params_.size()),
+                                                   .largest = largest,
+                                                   .impl = o_.optimizer_impl,
+                                                   .element_bytes = o_.element_bytes},
+                                                  step_deps, last);
+        // zero_grad(set_to_none=True) frees the gradients after the step.
+        if (!o_.as_view) plan_.release(MemCategory::gradients, psi * o_.element_bytes);
+        if (distributed_ && hook_.value.after_step) done = hook_.value.after_step(*hook_ctx_, done);
+    }
+
+private:
+    StepBuilder& step() { return *step_; }
+
+    // The Reducer's buckets; each is ready when the earliest layer holding one of
+    // its parameters finishes backward. Their notes go in the report.
+    void build_buckets() {
+        buckets_ = ddp_buckets(w_, params_, config_, o_, plan_.notes);
+        ready_layer_.assign(buckets_.size(), std::numeric_limits<int>::max());
+        for (std::size_t b = 0; b < buckets_.size(); ++b) {
+            std::int64_t bytes = 0;
+            for (int p : buckets_[b]) {
+                ready_layer_[b] = std::min(ready_layer_[b], params_[static_cast<std::size_t>(p)].layer);
+                bytes += params_[static_cast<std::size_t>(p)].numel * o_.element_bytes;
+            }
+            plan_.buckets.push_back({static_cast<int>(b), bytes, buckets_[b], {}});
+        }
+    }
+
+    // Parameters, Adam's moments, and the buckets or the gradients that are their views (§1.5).
+    void place_model_states(const Knobs& knobs) {
+        const std::int64_t psi = w_.param_count();
+        plan_.resident[static_cast<int>(MemCategory::parameters)] = psi * o_.element_bytes;
+        plan_.resident[static_cast<int>(MemCategory::optimizer_states)] =
+            config_.optimizer == OptimizerKind::adam ? psi * 2 * o_.element_bytes : 0;
+        // gradient_as_bucket_view: .grad are views into the buckets, which live across steps (§1.5).
+        if (o_.as_view)
+            plan_.resident[static_cast<int>(MemCategory::gradients)] = psi * o_.element_bytes;
+        else
+            plan_.resident[static_cast<int>(MemCategory::buckets)] = psi * o_.element_bytes;
+        if (hook_.value.resident_bytes)
+            plan_.resident[static_cast<int>(MemCategory::error_feedback)] =
+                hook_.value.resident_bytes(*hook_ctx_, plan_.buckets);
+        plan_.hook.kind = hook_.value.kind;
+        plan_.hook.name = hook_.name;
+        if (hook_.value.describe) hook_.value.describe(knobs, plan_.hook);
+    }
+
+    const models::Workload& w_;
+    const Config& config_;
+    const DdpOptions& o_;
+    Plan& plan_;
+    const Registry<CommHook>::Entry& hook_;
+    const std::vector<ParamRef> params_;
+    const bool distributed_;
+    std::optional<StepBuilder> step_;
+    int nccl_ = -1, world_ = -1;
+    std::vector<std::vector<int>> buckets_;
+    std::vector<int> ready_layer_;
+    std::vector<const models::Parameter*> shapes_;
+    std::optional<HookContext> hook_ctx_;
+    // Where the step stands.
+    std::int32_t graph_search_ = -1;
+    std::vector<std::int32_t> backward_task_;
+    std::vector<std::int32_t> reduced_;
+};
+
+Plan lower_ddp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    const DdpOptions options = parse_options(config, knobs);
+    Plan plan;
+    DdpLowering ddp(w, config, options, knobs, plan);
+    for (int m = 0; m < config.grad_accum; ++m) {
+        ddp.forward(m);
+        ddp.backward(m);
+    }
+    ddp.optimizer_step();
     return plan;
 }
 
