@@ -67,6 +67,7 @@ std::string written_json(const Calibration& c, const std::string& out, const std
                                 {"gemm_points", c.gemm_points.size()},
                                 {"collective_curves", c.collectives.size()},
                                 {"notes", c.provenance.notes},
+                                {"sampling", c.provenance.sampling},
                                 {"left_out", left_out}};
     return j.dump(2);
 }
@@ -154,6 +155,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
     c.provenance.machine = host.hostname;
     c.provenance.date = profiler::utc_timestamp();
     c.provenance.backend = "cuda-nccl-cublas";
+    c.provenance.sampling = profiler::describe(policy);
     c.provenance.world_size = mpi.size();
     if (!devices.devices.empty()) {
         c.device.name = devices.devices.front().name;

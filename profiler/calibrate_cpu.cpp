@@ -60,6 +60,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     c.provenance.date = utc_timestamp();
     c.provenance.backend = cpu_backend_name(o.transport);
     c.provenance.world_size = size;
+    c.provenance.sampling = describe(policy);
     c.provenance.notes =
         fmt::format("{}{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi,
                     gloo ? "; collectives over gloo (TCP, as torch's ProcessGroupGloo)" : "", host.blas,

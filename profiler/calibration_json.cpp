@@ -255,6 +255,7 @@ std::string to_json_text(const Calibration& c) {
     j["provenance"] = {
         {"source", c.provenance.source},   {"machine", c.provenance.machine},       {"date", c.provenance.date},
         {"backend", c.provenance.backend}, {"world_size", c.provenance.world_size}, {"notes", c.provenance.notes}};
+    if (!c.provenance.sampling.empty()) j["provenance"]["sampling"] = c.provenance.sampling;
     j["device"] = {{"name", c.device.name},
                    {"memory_bytes", c.device.memory_bytes},
                    {"reserved_bytes", c.device.reserved_bytes},
@@ -314,6 +315,7 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
     c.provenance.backend = prov.string_or("backend", "");
     c.provenance.world_size = static_cast<int>(prov.has("world_size") ? prov.integer_within("world_size", kWorldSize) : 0);
     c.provenance.notes = prov.string_or("notes", "");
+    c.provenance.sampling = prov.string_or("sampling", "");
     JsonView dev = root.at("device");
     c.device.name = dev.string("name");
     c.device.memory_bytes = dev.integer_within("memory_bytes", kMemoryBytes);

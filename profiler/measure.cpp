@@ -2,6 +2,8 @@
 
 #include "dtsim/common/error.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +29,16 @@ Measurement summarize(std::vector<double> samples_us) {
     m.max_us = samples_us.back();
     m.spread = m.median_us > 0 ? (quantile(0.9) - quantile(0.1)) / m.median_us : 0;
     return m;
+}
+
+std::string describe(const RepeatPolicy& p) {
+    return fmt::format(
+        "each figure the mean of {}-{} samples taken over at least {:g} s after {} warm-up run{}{} (the "
+        "overlap factors: ratios of medians)",
+        p.min_samples, p.max_samples, p.budget_s, p.warmup, p.warmup == 1 ? "" : "s",
+        p.min_sample_us > 0
+            ? fmt::format(", each sample repeating the work for at least {:g} ms", p.min_sample_us / 1e3)
+            : std::string());
 }
 
 Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run) {

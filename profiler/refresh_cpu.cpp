@@ -97,6 +97,9 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
                 merge_collective_points(c.collectives, kind, size, std::move(points));
     }
     c.provenance.notes += "; refreshed (targets, memory, Adam) at " + utc_timestamp();
+    if (const std::string refreshed = describe(policy); c.provenance.sampling != refreshed)
+        c.provenance.sampling = fmt::format("refreshed figures: {}; the others: {}", refreshed,
+                                            c.provenance.sampling.empty() ? "not recorded" : c.provenance.sampling);
     return c;
 }
 

@@ -31,6 +31,13 @@ std::vector<double> allreduce_loop(runtime::Floats& buf, runtime::Communicator& 
 }
 
 // The median over iterations of the slowest rank's time (same on every rank).
+// Medians here, where every other figure of a calibration is a mean
+// (measure.hpp): these times only form the contention factors, ratios of a
+// loop's time beside the other kind of work to its time alone. The stalls a
+// mean takes in (preemptions, page faults) strike both loops alike and are
+// priced already, at their rate, in each task's standalone mean; a ratio of
+// means would count them again, and with few, long iterations one stall
+// moves a mean by more than the effect measured.
 double slowest_median_us(std::vector<double> local) {
     std::vector<double> slowest(local.size());
     MPI_Allreduce(local.data(), slowest.data(), static_cast<int>(local.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

@@ -2,6 +2,7 @@
 // read error is a ParseError naming the file and the JSON path of the field.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/calibration.hpp"
+#include "dtsim/profiler/measure.hpp"
 #include "dtsim/profiler/presets.hpp"
 
 #include <fmt/format.h>
@@ -34,7 +35,13 @@ namespace {
 Calibration measured_calibration() {
     Calibration c;
     c.name = "lab-cluster";
-    c.provenance = {"measured", "node017", "2024-05-01", "cuda-nccl-cublas", 16, "two nodes, \"quoted\" note"};
+    c.provenance = {"measured",
+                    "node017",
+                    "2024-05-01",
+                    "cuda-nccl-cublas",
+                    16,
+                    "two nodes, \"quoted\" note",
+                    profiler::describe(profiler::RepeatPolicy{.warmup = 1, .min_sample_us = 30e3})};
     c.device = {"NVIDIA H100 80GB HBM3", 85520809984, 1073741824, 3100.5, 0.83, 2.5};
     c.gpus_per_node = 8;
     c.gemm_curves.push_back({DType::bf16, 989.4, 0.71, 301.5, 287.25, 140.125, 0.031});
@@ -178,6 +185,7 @@ TEST_CASE("a measured calibration with collective points and GEMM points round-t
     CHECK(back.provenance.source == "measured");
     CHECK(back.provenance.world_size == 16);
     CHECK(back.provenance.notes == c.provenance.notes);
+    CHECK(back.provenance.sampling == c.provenance.sampling);
     CHECK(back.device.memory_bytes == 85520809984);
     REQUIRE(back.gemm_points.size() == 3);
     CHECK(back.gemm_points[1].dtype == DType::bf16);
@@ -443,4 +451,21 @@ TEST_CASE("a calibration's backend says whether its ranks ran on CPUs and its co
     CHECK(of("cuda-nccl-cublas") == std::pair{false, false});
     CHECK(of("preset") == std::pair{false, false});
     CHECK(of("") == std::pair{false, false});
+}
+
+TEST_CASE("the sampling policy is written out as a calibration's provenance records it") {
+    profiler::RepeatPolicy p;
+    p.warmup = 1;
+    p.min_samples = 3;
+    p.max_samples = 20;
+    p.budget_s = 0.02;
+    CHECK(profiler::describe(p) ==
+          "each figure the mean of 3-20 samples taken over at least 0.02 s after 1 warm-up run "
+          "(the overlap factors: ratios of medians)");
+    p.warmup = 2;
+    p.min_sample_us = 100e3;
+    CHECK(profiler::describe(p) ==
+          "each figure the mean of 3-20 samples taken over at least 0.02 s after 2 warm-up "
+          "runs, each sample repeating the work for at least 100 ms (the overlap factors: ratios "
+          "of medians)");
 }

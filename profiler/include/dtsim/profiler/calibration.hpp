@@ -139,6 +139,8 @@ struct Provenance {
     std::string backend;  // "preset", "cpu-mpi-openblas", "cuda-nccl-cublas"
     int world_size = 0;
     std::string notes;
+    // How the figures were sampled (profiler::describe(RepeatPolicy)); empty for presets.
+    std::string sampling;
 
     // What `backend` says, read in this one place (an imported table's
     // "+nccl-tests" suffix keeps both). Measured on CPU ranks: the model's

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct RepeatPolicy {
     // (turns of several milliseconds).
     double min_sample_us = 0;
 };
+
+// The policy in words, as a calibration's provenance records it
+// ("sampling"): what each of its figures is the mean of.
+std::string describe(const RepeatPolicy& policy);
 
 // Times `run` (which returns its own duration in microseconds, so that MPI
 // benchmarks can report the slowest rank) under the policy.
