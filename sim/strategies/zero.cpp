@@ -210,116 +210,205 @@ std::vector<int> parameters_in_order(const models::Workload& w) {
 
 // ---------------------------------------------------------------- stages 1, 2
 
-void lower_stage12(Lowering& s) {
-    const Zero& z = s.z;
-    Plan& plan = s.plan;
-    StepBuilder& step = s.step;
-    const auto& w = s.w;
-    const std::int64_t part = ceil_div(s.psi, s.n);  // this rank's flat partition (§4.2)
-    const bool offload = s.z.optimizer == Offload::cpu;
-
-    const std::vector<Grad> grads = arrival_order(w, false, s.n);
-    const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
-    // One shard group: the flat partition of every parameter, in model.parameters() order.
-    plan.add_shard_group(parameters_in_order(w), s.n);
-    for (std::size_t i = 0; i < buckets.size(); ++i) {
-        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}, {}};
-        for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
-        plan.buckets.push_back(std::move(info));
+// Stages 1 and 2 as DeepSpeed's ZeRO optimizer runs them: the constructor lays
+// out the partition, the ipg buckets, the model states and the streams;
+// forward(m) and backward(m) run micro-step m (the buckets reduced from the
+// gradient hooks), explain() says what ran, optimizer_step() steps the
+// partition and all-gathers the updated parameters.
+class Stage12 {
+public:
+    explicit Stage12(Lowering& s)
+        : s_(s),
+          z_(s.z),
+          plan_(s.plan),
+          step_(s.step),
+          part_(ceil_div(s.psi, s.n)),  // this rank's flat partition (§4.2)
+          offload_(s.z.optimizer == Offload::cpu),
+          grads_(arrival_order(s.w, false, s.n)),
+          buckets_(ipg_buckets(grads_, s.z.bucket_elems)),
+          per_owner_(s.z.reduce_scatter && !s.z.multi_rank) {
+        // One shard group: the flat partition of every parameter, in model.parameters() order.
+        plan_.add_shard_group(parameters_in_order(s_.w), s_.n);
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            BucketInfo info{static_cast<int>(i), buckets_[i].elems * s_.b, {}, {}};
+            for (std::size_t g = buckets_[i].first; g < buckets_[i].last; ++g) info.params.push_back(grads_[g].index);
+            plan_.buckets.push_back(std::move(info));
+        }
+        owned_shares();
+        if (per_owner_) flat_offsets();
+        place_model_states();
+        nccl_ = step_.stream("nccl", TaskKind::collective);
+        reduction_ = z_.overlap ? step_.stream("reduction", TaskKind::collective) : nccl_;
+        d2h_ = offload_ ? step_.stream("d2h", TaskKind::copy) : -1;
+        h2d_ = offload_ ? step_.stream("h2d", TaskKind::copy) : -1;
+        cpu_ = offload_ ? step_.stream("cpu", TaskKind::host_compute) : -1;
     }
+
+    void forward(int m) {
+        for (int l = 0; l < step_.layers(); ++l) s_.forward(m, l, -1);
+    }
+
+    // ---- backward, with the gradient hooks' bucket reductions (§4.2, §6)
+    void backward(int m) {
+        const auto& w = s_.w;
+        // Stage 2 reduces every micro-step, stage 1 at the boundary only (§4.2, §6).
+        const bool reduces = s_.distributed && (z_.stage == 2 || m == s_.last);
+        // Stage 1 without overlap_comm reduces after the whole backward.
+        const bool in_hooks = reduces && (z_.stage == 2 || z_.overlap);
+        std::size_t next = 0;
+        for (int l = step_.layers() - 1; l >= 0; --l) {
+            const std::int64_t numel = w.layers[static_cast<std::size_t>(l)].param_count();
+            const std::int64_t grad_bytes = numel * s_.b;
+            // With contiguous_gradients each gradient is copied into the ipg buffer in its hook.
+            const std::int32_t bwd = s_.backward(m, l, -1, in_hooks && z_.contiguous ? 2 * grad_bytes : 0);
+            // The first gradient hook allocates the ipg buffer(s).
+            if (l == step_.layers() - 1 && (z_.stage == 2 || m == s_.last))
+                plan_.alloc(MemCategory::buckets, ipg_bytes_);
+            if (stage1_partitions_ && m == s_.last) {
+                // The boundary's hooks: the (accumulated) gradient goes into the bucket.
+                if (m == 0) plan_.alloc(MemCategory::gradients, grad_bytes);
+                plan_.release(MemCategory::gradients, grad_bytes);
+            } else if (z_.stage == 1) {
+                // Stage 1 keeps the full 16-bit gradients until the step's epilogue.
+                if (m == 0) plan_.alloc(MemCategory::gradients, grad_bytes);
+            } else {
+                // The autograd gradient lives until it is copied into the bucket.
+                plan_.alloc(MemCategory::gradients, grad_bytes);
+                plan_.release(MemCategory::gradients, grad_bytes);
+            }
+            if (!in_hooks) continue;
+            while (next < buckets_.size() && buckets_[next].launch_layer == l) reduce(next++, bwd, m);
+        }
+        if (reduces) {
+            while (next < buckets_.size()) reduce(next++, s_.last_compute, m);
+            // The epilogue synchronizes the reduction stream before the next forward.
+            s_.gate.assign(1, last_reduction_);
+        } else if (!s_.distributed && (z_.stage == 2 || m == s_.last)) {
+            // One rank: nothing to reduce; the epilogue follows the last backward.
+            plan_.alloc(MemCategory::gradients, partition_grad_bytes_);
+            epilogue(m);
+        }
+        if (offload_ && !s_.distributed && m == s_.last) {
+            // One rank: no reduction, the partition (everything) still goes to the host.
+            const std::int32_t after[] = {s_.last_compute};
+            offload_copies_.push_back(step_.copy(Transfer::d2h, 4 * part_, d2h_, after, m, z_.pinned));
+        }
+        if (m == s_.last) step_deps_ = {s_.last_compute, last_reduction_};
+    }
+
+    void explain() {
+        if (!s_.distributed) return;
+        plan_.notes.push_back(fmt::format(
+            "ZeRO stage {}: {} ipg bucket(s) of up to {:.3g} elements, each {}{}; then one all-gather of the 16-bit "
+            "parameters after the step (about 1.5x DDP's bytes in 16-bit, §4.2).",
+            z_.stage, buckets_.size(), double(z_.bucket_elems),
+            per_owner_ ? "reduced to its owners (one reduce per owner)" : "allreduced whole",
+            z_.stage == 1 ? (z_.overlap ? ", at the accumulation boundary in the hooks"
+                                        : ", at the accumulation boundary after the whole backward (no overlap)")
+            : z_.overlap  ? " every micro-step on a side stream (one reduction overlaps compute)"
+                          : " every micro-step, blocking the compute stream (no overlap)"));
+    }
+
+    // ---- the step (§4.2): the partition's optimizer, then the all-gather of the 16-bit parameters
+    void optimizer_step() {
+        const std::int32_t updated = offload_ ? host_step() : device_step();
+        if (s_.distributed) {
+            // all_gather_dp_groups: one all-gather of every 16-bit parameter (S = b * part * N).
+            const std::int32_t deps[] = {updated};
+            step_.collective(CollectiveKind::allgather, s_.b * part_ * s_.n, s_.world, nccl_, deps, s_.last, -1,
+                             s_.dtype);
+            plan_.set_role(CollectiveRole::parameter_gather, {0});
+        }
+    }
+
+private:
     // This rank's share of each bucket, for the offload copies (the partition
     // spread over the buckets in proportion; sums to `part`).
-    std::vector<std::int64_t> own(buckets.size(), 0);
-    {
+    void owned_shares() {
+        own_.assign(buckets_.size(), 0);
         std::int64_t cum = 0, prev = 0;
-        for (std::size_t i = 0; i < buckets.size(); ++i) {
-            cum += buckets[i].elems;
-            const std::int64_t upto = i + 1 == buckets.size() ? part
-                                                              : static_cast<std::int64_t>(static_cast<double>(cum) *
-                                                                                          static_cast<double>(part) /
-                                                                                          static_cast<double>(s.psi));
-            own[i] = upto - prev;
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            cum += buckets_[i].elems;
+            const std::int64_t upto = i + 1 == buckets_.size() ? part_
+                                                               : static_cast<std::int64_t>(static_cast<double>(cum) *
+                                                                                           static_cast<double>(part_) /
+                                                                                           static_cast<double>(s_.psi));
+            own_[i] = upto - prev;
             prev = upto;
         }
     }
+
     // Flat offsets in model.parameters() order, for per-owner reduces.
-    std::vector<std::int64_t> offset;
-    const bool per_owner = z.reduce_scatter && !z.multi_rank;
-    if (per_owner) {
+    void flat_offsets() {
         std::vector<std::int64_t> numel;
-        for (const auto& layer : w.layers)
+        for (const auto& layer : s_.w.layers)
             for (const auto& p : layer.params) {
                 if (p.index >= static_cast<int>(numel.size())) numel.resize(static_cast<std::size_t>(p.index) + 1, 0);
                 numel[static_cast<std::size_t>(p.index)] = p.numel();
             }
-        offset.assign(numel.size() + 1, 0);
-        for (std::size_t i = 0; i < numel.size(); ++i) offset[i + 1] = offset[i] + numel[i];
+        offset_.assign(numel.size() + 1, 0);
+        for (std::size_t i = 0; i < numel.size(); ++i) offset_[i + 1] = offset_[i] + numel[i];
     }
 
-    // Resident model states (§4.4, §8): 16-bit parameters on every rank.
-    s.set(MemCategory::parameters, s.b * s.psi);
-    if (offload) {
-        s.set(MemCategory::host, 16 * part);  // fp32 gradients, master, m, v on the host
-    } else {
-        s.set(MemCategory::optimizer_states, s.state_bytes() * part);
+    void place_model_states() {
+        // Resident model states (§4.4, §8): 16-bit parameters on every rank.
+        s_.set(MemCategory::parameters, s_.b * s_.psi);
+        if (offload_) {
+            s_.set(MemCategory::host, 16 * part_);  // fp32 gradients, master, m, v on the host
+        } else {
+            s_.set(MemCategory::optimizer_states, s_.state_bytes() * part_);
+        }
+        // Transient (§4.2, §8): backward() allocates 1 ipg buffer of reduce_bucket_size
+        // elements, 2 with overlap_comm, at the first gradient hook of a micro-step that
+        // reduces; stage 2 copies its partition's gradients into grads_in_partition
+        // (Psi/N x b) from the first reduction. The epilogue (_release_ipg_buffers)
+        // drops both; micro-step 0's partition gradients stay referenced by
+        // averaged_gradients until the step flattens them.
+        ipg_bytes_ = z_.contiguous ? z_.bucket_elems * s_.b * (z_.overlap ? 2 : 1) : 0;
+        // Stage 1 with overlap_comm and contiguous_gradients registers stage 2's
+        // hooks: at the accumulation boundary each gradient is copied into the ipg
+        // bucket and freed (reduce_independent_p_g_buckets_and_remove_grads), and
+        // copy_grads_in_partition keeps only this rank's share, as stage 2 does
+        // (docs/notes/library-memory-rules.md §3a; Lightning's deepspeed_stage_1).
+        // Without them the full 16-bit gradients stay until the step.
+        stage1_partitions_ = z_.stage == 1 && z_.overlap && z_.contiguous && s_.distributed && !offload_;
+        partition_grad_bytes_ = (z_.stage == 2 || stage1_partitions_) && !offload_ ? s_.b * part_ : 0;
     }
-    // Transient (§4.2, §8): backward() allocates 1 ipg buffer of reduce_bucket_size
-    // elements, 2 with overlap_comm, at the first gradient hook of a micro-step that
-    // reduces; stage 2 copies its partition's gradients into grads_in_partition
-    // (Psi/N x b) from the first reduction. The epilogue (_release_ipg_buffers)
-    // drops both; micro-step 0's partition gradients stay referenced by
-    // averaged_gradients until the step flattens them.
-    const std::int64_t ipg_bytes = z.contiguous ? z.bucket_elems * s.b * (z.overlap ? 2 : 1) : 0;
-    // Stage 1 with overlap_comm and contiguous_gradients registers stage 2's
-    // hooks: at the accumulation boundary each gradient is copied into the ipg
-    // bucket and freed (reduce_independent_p_g_buckets_and_remove_grads), and
-    // copy_grads_in_partition keeps only this rank's share, as stage 2 does
-    // (docs/notes/library-memory-rules.md §3a; Lightning's deepspeed_stage_1).
-    // Without them the full 16-bit gradients stay until the step.
-    const bool stage1_partitions = z.stage == 1 && z.overlap && z.contiguous && s.distributed && !offload;
-    const std::int64_t partition_grad_bytes = (z.stage == 2 || stage1_partitions) && !offload ? s.b * part : 0;
 
-    const int nccl = step.stream("nccl", TaskKind::collective);
-    const int reduction = z.overlap ? step.stream("reduction", TaskKind::collective) : nccl;
-    const int d2h = offload ? step.stream("d2h", TaskKind::copy) : -1;
-    const int h2d = offload ? step.stream("h2d", TaskKind::copy) : -1;
-    const int cpu = offload ? step.stream("cpu", TaskKind::host_compute) : -1;
-
-    std::int32_t last_reduction = -1;
-    std::vector<std::int32_t> offload_copies;
     // The epilogue of micro-step m, attached to the task just added (the last reduction).
-    auto epilogue = [&](int m) {
-        plan.release(MemCategory::buckets, ipg_bytes);
-        if (m > 0 && z.stage == 2) plan.release(MemCategory::gradients, partition_grad_bytes);
-    };
+    void epilogue(int m) {
+        plan_.release(MemCategory::buckets, ipg_bytes_);
+        if (m > 0 && z_.stage == 2) plan_.release(MemCategory::gradients, partition_grad_bytes_);
+    }
+
     // Reduces one bucket after task `ready` (§4.2 "What actually runs").
-    auto reduce = [&](std::size_t bi, std::int32_t ready, int m) {
-        const IpgBucket& bk = buckets[bi];
-        const std::int64_t bytes = bk.elems * s.b;
-        const std::int32_t previous = last_reduction;
+    void reduce(std::size_t bi, std::int32_t ready, int m) {
+        const IpgBucket& bk = buckets_[bi];
+        const std::int64_t bytes = bk.elems * s_.b;
+        const std::int32_t previous = last_reduction_;
         std::int32_t dep = ready;
-        if (!z.contiguous) {
+        if (!z_.contiguous) {
             // Without the contiguous buffer the bucket is flattened on the compute stream.
             const std::int32_t deps[] = {ready};
-            dep = step.pass(Phase::gradient_copy, 2 * bytes, 0, deps, m);
-            plan.alloc(MemCategory::buckets, bytes);
-            s.last_compute = dep;
+            dep = step_.pass(Phase::gradient_copy, 2 * bytes, 0, deps, m);
+            plan_.alloc(MemCategory::buckets, bytes);
+            s_.last_compute = dep;
         }
         const std::int32_t deps[] = {dep};
         // allreduce_bucket first flattens the bucket into a new tensor
         // (_flatten_dense_tensors), alive while the bucket's reduction runs: up to
         // one bucket more (§3b). Without contiguous_gradients that flat copy is the
         // compute-stream pass above.
-        const std::int64_t flat_copy = z.contiguous ? bytes : 0;
-        if (per_owner) {
+        const std::int64_t flat_copy = z_.contiguous ? bytes : 0;
+        if (per_owner_) {
             // One dist.reduce per rank owning part of the bucket, of that rank's share.
-            std::vector<std::int64_t> share(static_cast<std::size_t>(s.n), 0);
+            std::vector<std::int64_t> share(static_cast<std::size_t>(s_.n), 0);
             for (std::size_t g = bk.first; g < bk.last; ++g) {
-                std::int64_t lo = offset[static_cast<std::size_t>(grads[g].index)];
-                const std::int64_t hi = lo + grads[g].elems;
+                std::int64_t lo = offset_[static_cast<std::size_t>(grads_[g].index)];
+                const std::int64_t hi = lo + grads_[g].elems;
                 while (lo < hi) {
-                    const std::int64_t owner = std::min<std::int64_t>(lo / part, s.n - 1);
-                    const std::int64_t end = std::min(hi, (owner + 1) * part);
+                    const std::int64_t owner = std::min<std::int64_t>(lo / part_, s_.n - 1);
+                    const std::int64_t end = std::min(hi, (owner + 1) * part_);
                     share[static_cast<std::size_t>(owner)] += end - lo;
                     lo = end;
                 }
@@ -328,142 +417,113 @@ void lower_stage12(Lowering& s) {
                 if (share[r] == 0) continue;
                 // The first waits for the bucket; the rest follow on the stream.
                 const std::span<const std::int32_t> after =
-                    last_reduction == previous ? std::span<const std::int32_t>(deps) : std::span<const std::int32_t>();
-                const bool first = last_reduction == previous;
-                last_reduction = step.collective(CollectiveKind::reduce, share[r] * s.b, s.world, reduction, after, m,
-                                                 static_cast<int>(bi), s.dtype);
-                if (first) plan.alloc(MemCategory::other, flat_copy);
+                    last_reduction_ == previous ? std::span<const std::int32_t>(deps) : std::span<const std::int32_t>();
+                const bool first = last_reduction_ == previous;
+                last_reduction_ = step_.collective(CollectiveKind::reduce, share[r] * s_.b, s_.world, reduction_, after,
+                                                   m, static_cast<int>(bi), s_.dtype);
+                if (first) plan_.alloc(MemCategory::other, flat_copy);
             }
-            plan.release(MemCategory::other, flat_copy);
+            plan_.release(MemCategory::other, flat_copy);
         } else {
             // use_multi_rank_bucket_allreduce (and reduce_scatter=false): one allreduce of the whole bucket.
-            last_reduction =
-                step.collective(CollectiveKind::allreduce, bytes, s.world, reduction, deps, m, static_cast<int>(bi),
-                                s.dtype);
-            plan.set_role(CollectiveRole::bucket);
-            plan.alloc(MemCategory::other, flat_copy);
-            plan.release(MemCategory::other, flat_copy);
+            last_reduction_ = step_.collective(CollectiveKind::allreduce, bytes, s_.world, reduction_, deps, m,
+                                               static_cast<int>(bi), s_.dtype);
+            plan_.set_role(CollectiveRole::bucket);
+            plan_.alloc(MemCategory::other, flat_copy);
+            plan_.release(MemCategory::other, flat_copy);
         }
-        if (!z.contiguous) plan.release(MemCategory::buckets, bytes);
-        if (bi == 0) plan.alloc(MemCategory::gradients, partition_grad_bytes);  // grads_in_partition's first use
-        if (bi + 1 == buckets.size()) epilogue(m);
+        if (!z_.contiguous) plan_.release(MemCategory::buckets, bytes);
+        if (bi == 0) plan_.alloc(MemCategory::gradients, partition_grad_bytes_);  // grads_in_partition's first use
+        if (bi + 1 == buckets_.size()) epilogue(m);
         // Overlap: before the next bucket the compute stream waits for the
         // previous reduction, so at most one overlaps compute. Without
         // overlap_comm the reduction blocks the compute stream.
-        const std::int32_t wait_for = z.overlap ? previous : last_reduction;
-        if (wait_for >= 0) s.gate.push_back(wait_for);
-        if (offload) {
+        const std::int32_t wait_for = z_.overlap ? previous : last_reduction_;
+        if (wait_for >= 0) s_.gate.push_back(wait_for);
+        if (offload_) {
             // ZeRO-Offload: this rank's slice is cast .float() and copied D2H (4 B
             // per element); with accumulation each earlier micro-step round-trips
             // the accumulated fp32 gradient (async_accumulate_grad_in_cpu_via_gpu).
-            const std::int32_t after[] = {last_reduction};
+            const std::int32_t after[] = {last_reduction_};
             std::int32_t c = -1;
-            if (m > 0) c = step.copy(Transfer::h2d, 4 * own[bi], h2d, after, m, z.pinned);
-            const std::int32_t after_h2d[] = {c >= 0 ? c : last_reduction};
-            c = step.copy(Transfer::d2h, 4 * own[bi], d2h, after_h2d, m, z.pinned);
-            offload_copies.push_back(c);
+            if (m > 0) c = step_.copy(Transfer::h2d, 4 * own_[bi], h2d_, after, m, z_.pinned);
+            const std::int32_t after_h2d[] = {c >= 0 ? c : last_reduction_};
+            c = step_.copy(Transfer::d2h, 4 * own_[bi], d2h_, after_h2d, m, z_.pinned);
+            offload_copies_.push_back(c);
         }
-    };
-
-    std::vector<std::int32_t> step_deps;
-    for (int m = 0; m <= s.last; ++m) {
-        // Stage 2 reduces every micro-step, stage 1 at the boundary only (§4.2, §6).
-        const bool reduces = s.distributed && (z.stage == 2 || m == s.last);
-        // Stage 1 without overlap_comm reduces after the whole backward.
-        const bool in_hooks = reduces && (z.stage == 2 || z.overlap);
-        for (int l = 0; l < step.layers(); ++l) s.forward(m, l, -1);
-        std::size_t next = 0;
-        for (int l = step.layers() - 1; l >= 0; --l) {
-            const std::int64_t numel = w.layers[static_cast<std::size_t>(l)].param_count();
-            const std::int64_t grad_bytes = numel * s.b;
-            // With contiguous_gradients each gradient is copied into the ipg buffer in its hook.
-            const std::int32_t bwd = s.backward(m, l, -1, in_hooks && z.contiguous ? 2 * grad_bytes : 0);
-            // The first gradient hook allocates the ipg buffer(s).
-            if (l == step.layers() - 1 && (z.stage == 2 || m == s.last)) plan.alloc(MemCategory::buckets, ipg_bytes);
-            if (stage1_partitions && m == s.last) {
-                // The boundary's hooks: the (accumulated) gradient goes into the bucket.
-                if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
-                plan.release(MemCategory::gradients, grad_bytes);
-            } else if (z.stage == 1) {
-                // Stage 1 keeps the full 16-bit gradients until the step's epilogue.
-                if (m == 0) plan.alloc(MemCategory::gradients, grad_bytes);
-            } else {
-                // The autograd gradient lives until it is copied into the bucket.
-                plan.alloc(MemCategory::gradients, grad_bytes);
-                plan.release(MemCategory::gradients, grad_bytes);
-            }
-            if (!in_hooks) continue;
-            while (next < buckets.size() && buckets[next].launch_layer == l) reduce(next++, bwd, m);
-        }
-        if (reduces) {
-            while (next < buckets.size()) reduce(next++, s.last_compute, m);
-            // The epilogue synchronizes the reduction stream before the next forward.
-            s.gate.assign(1, last_reduction);
-        } else if (!s.distributed && (z.stage == 2 || m == s.last)) {
-            // One rank: nothing to reduce; the epilogue follows the last backward.
-            plan.alloc(MemCategory::gradients, partition_grad_bytes);
-            epilogue(m);
-        }
-        if (offload && !s.distributed && m == s.last) {
-            // One rank: no reduction, the partition (everything) still goes to the host.
-            const std::int32_t after[] = {s.last_compute};
-            offload_copies.push_back(step.copy(Transfer::d2h, 4 * part, d2h, after, m, z.pinned));
-        }
-        if (m == s.last) step_deps = {s.last_compute, last_reduction};
     }
-    if (s.distributed)
-        plan.notes.push_back(fmt::format(
-            "ZeRO stage {}: {} ipg bucket(s) of up to {:.3g} elements, each {}{}; then one all-gather of the 16-bit "
-            "parameters after the step (about 1.5x DDP's bytes in 16-bit, §4.2).",
-            z.stage, buckets.size(), double(z.bucket_elems),
-            per_owner ? "reduced to its owners (one reduce per owner)" : "allreduced whole",
-            z.stage == 1 ? (z.overlap ? ", at the accumulation boundary in the hooks"
-                                      : ", at the accumulation boundary after the whole backward (no overlap)")
-            : z.overlap  ? " every micro-step on a side stream (one reduction overlaps compute)"
-                         : " every micro-step, blocking the compute stream (no overlap)"));
 
-    // The step (§4.2).
-    std::int32_t updated = -1;
-    if (!offload) {
+    // FusedAdam on the device; returns the pass that writes the 16-bit partition.
+    std::int32_t device_step() {
         // Flatten and cast the partition's gradients to fp32 (transient 4 B per element).
-        std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * part, 0, step_deps, s.last);
-        plan.alloc(MemCategory::other, 4 * part);
+        std::int32_t t = step_.pass(Phase::gradient_copy, (s_.b + 4) * part_, 0, step_deps_, s_.last);
+        plan_.alloc(MemCategory::other, 4 * part_);
         // The flattened fp32 copy replaces the 16-bit gradients: stage 1's full
         // gradients, stage 2's first micro-step partition buffer.
-        plan.release(MemCategory::gradients, z.stage == 1 && !stage1_partitions ? s.b * s.psi : partition_grad_bytes);
+        plan_.release(MemCategory::gradients,
+                      z_.stage == 1 && !stage1_partitions_ ? s_.b * s_.psi : partition_grad_bytes_);
         const std::int32_t cast[] = {t};
-        t = step.optimizer_step({.elements = part, .largest = part}, cast, s.last);  // FusedAdam
+        t = step_.optimizer_step({.elements = part_, .largest = part_}, cast, s_.last);  // FusedAdam
         const std::int32_t opt[] = {t};
         // Copy the fp32 master partition into the 16-bit partition.
-        updated = step.pass(Phase::optimizer, (4 + s.b) * part, 0, opt, s.last);
-        plan.release(MemCategory::other, 4 * part);
-    } else {
-        std::vector<std::int32_t> deps = offload_copies;
-        deps.push_back(step_deps[0]);
-        const std::int32_t adam = step.host_optimizer(part, cpu, deps, s.last);
-        if (z.stage == 1) {
+        const std::int32_t updated = step_.pass(Phase::optimizer, (4 + s_.b) * part_, 0, opt, s_.last);
+        plan_.release(MemCategory::other, 4 * part_);
+        return updated;
+    }
+
+    // DeepSpeedCPUAdam on the host, then the partition back to the device.
+    std::int32_t host_step() {
+        std::vector<std::int32_t> deps = offload_copies_;
+        deps.push_back(step_deps_[0]);
+        const std::int32_t adam = step_.host_optimizer(part_, cpu_, deps, s_.last);
+        if (z_.stage == 1) {
             // The full gradients are freed at the epilogue; attach to the CPU step's start.
-            plan.release(MemCategory::gradients, s.b * s.psi);
+            plan_.release(MemCategory::gradients, s_.b * s_.psi);
         }
         // DeepSpeed 0.16.5 copies the fp32 partition to the GPU (4 B per element,
         // plus an fp32 transient) and casts it there. Version note (§4.2): before
         // PR #5301 and after PR #7309 the copy is 2 B per element.
         const std::int32_t after_adam[] = {adam};
-        const std::int32_t up = step.copy(Transfer::h2d, 4 * part, h2d, after_adam, s.last, z.pinned);
-        plan.alloc(MemCategory::other, 4 * part);
+        const std::int32_t up = step_.copy(Transfer::h2d, 4 * part_, h2d_, after_adam, s_.last, z_.pinned);
+        plan_.alloc(MemCategory::other, 4 * part_);
         const std::int32_t after_up[] = {up};
-        updated = step.pass(Phase::optimizer, (4 + s.b) * part, 0, after_up, s.last);
-        plan.release(MemCategory::other, 4 * part);
-        plan.notes.push_back(
+        const std::int32_t updated = step_.pass(Phase::optimizer, (4 + s_.b) * part_, 0, after_up, s_.last);
+        plan_.release(MemCategory::other, 4 * part_);
+        plan_.notes.push_back(
             "offload_optimizer=cpu: D2H 4 B and H2D 4 B per partition element per step (DeepSpeed 0.16.5; 2 B H2D "
             "before PR #5301 and after PR #7309), DeepSpeedCPUAdam over the partition on the host.");
+        return updated;
     }
-    if (s.distributed) {
-        // all_gather_dp_groups: one all-gather of every 16-bit parameter (S = b * part * N).
-        const std::int32_t deps[] = {updated};
-        step.collective(CollectiveKind::allgather, s.b * part * s.n, s.world, nccl, deps, s.last, -1, s.dtype);
-        plan.set_role(CollectiveRole::parameter_gather, {0});
+
+    Lowering& s_;
+    const Zero& z_;
+    Plan& plan_;
+    StepBuilder& step_;
+    const std::int64_t part_;
+    const bool offload_;
+    const std::vector<Grad> grads_;
+    const std::vector<IpgBucket> buckets_;
+    const bool per_owner_;
+    std::vector<std::int64_t> own_;     // this rank's elements of each bucket
+    std::vector<std::int64_t> offset_;  // per-owner reduces: each parameter's flat offset
+    std::int64_t ipg_bytes_ = 0;
+    bool stage1_partitions_ = false;
+    std::int64_t partition_grad_bytes_ = 0;
+    int nccl_ = -1, reduction_ = -1, d2h_ = -1, h2d_ = -1, cpu_ = -1;
+    // Where the step stands.
+    std::int32_t last_reduction_ = -1;
+    std::vector<std::int32_t> offload_copies_;
+    std::vector<std::int32_t> step_deps_;
+};
+
+void lower_stage12(Lowering& s) {
+    Stage12 zero(s);
+    for (int m = 0; m <= s.last; ++m) {
+        zero.forward(m);
+        zero.backward(m);
     }
+    zero.explain();
+    zero.optimizer_step();
 }
 
 // ------------------------------------------------------------------- stage 3
