@@ -542,346 +542,425 @@ struct Layer3 {
     std::uint32_t gathered_begin = 0, gathered_count = 0;  // their tensors' shard groups, in layer_tensors
 };
 
-void lower_stage3(Lowering& s) {
-    const Zero& z = s.z;
-    Plan& plan = s.plan;
-    StepBuilder& step = s.step;
-    const auto& w = s.w;
-    const int nl = step.layers();
-    const bool offload_opt = z.optimizer != Offload::none;
-    const bool offload_param = z.param != Offload::none;
+// Stage 3 as DeepSpeed's ZeRO-3 runs it: the constructor partitions every
+// tensor, builds the ipg buckets, the model states, the streams and the fetch
+// trace; forward(m) and backward(m) run micro-step m (each submodule's fetch
+// hook gathers and prefetches, backward's hooks reduce-scatter the buckets);
+// optimizer_step() steps the partition per sub-group and gathers the persistent
+// tensors again; explain() says what ran.
+class Stage3 {
+public:
+    explicit Stage3(Lowering& s)
+        : s_(s),
+          z_(s.z),
+          plan_(s.plan),
+          step_(s.step),
+          nl_(s.step.layers()),
+          offload_opt_(s.z.optimizer != Offload::none),
+          offload_param_(s.z.param != Offload::none),
+          // Iteration 1 records the trace and cannot prefetch.
+          prefetch_(s.config.iteration > 1) {
+        partition_tensors();
+        grads_ = arrival_order(s_.w, true, s_.n);
+        buckets_ = ipg_buckets(grads_, z_.bucket_elems);
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            BucketInfo info{static_cast<int>(i), buckets_[i].elems * s_.b, {}, {}};
+            for (std::size_t g = buckets_[i].first; g < buckets_[i].last; ++g) info.params.push_back(grads_[g].index);
+            plan_.buckets.push_back(std::move(info));
+        }
+        place_model_states();
+        ag_ = step_.stream("all-gather", TaskKind::collective);
+        rs_ = step_.stream("reduce-scatter", TaskKind::collective);
+        d2h_ = offload_opt_ ? step_.stream("d2h", TaskKind::copy) : -1;
+        h2d_ = offload_opt_ || offload_param_ ? step_.stream("h2d", TaskKind::copy) : -1;
+        // The host: the submodule hooks and, with optimizer offload, the CPU step.
+        cpu_ = step_.stream("cpu", TaskKind::host_compute);
+        nvme_ = z_.optimizer == Offload::nvme || z_.param == Offload::nvme ? step_.stream("nvme", TaskKind::io) : -1;
+        keep_within_reuse_distance();
+        fetch_trace();
+        gathered_.assign(trace_.size(), -1);
+    }
 
-    // Per-tensor partitioning (§4.3): ceil(numel / N) each; tensors with
-    // <= stage3_param_persistence_threshold elements persist whole on every rank.
-    std::vector<Layer3> layers(static_cast<std::size_t>(nl));
-    std::int64_t part = 0, persist = 0;
+    // ---- forward: each submodule fetched (gathered, prefetching along the trace), then released
+    void forward(int m) {
+        begin_micro_step();
+        for (int l = 0; l < nl_; ++l) {
+            const int pos = fwd_pos_[static_cast<std::size_t>(l)];
+            s_.forward(m, l, fetch(m, pos));
+            if (!kept_[static_cast<std::size_t>(l)] && !held_[static_cast<std::size_t>(l)]) release(l, pos);
+        }
+    }
+
+    // ---- backward: fetched again where released, gradients reduce-scattered from the hooks
+    void backward(int m) {
+        std::size_t next = 0;
+        for (int l = nl_ - 1; l >= 0; --l) {
+            const auto li = static_cast<std::size_t>(l);
+            const int pos = bwd_pos_[li];
+            const std::int64_t grad_bytes = s_.w.layers[li].param_count() * s_.b;
+            // Each gradient is copied into the ipg buffer in its hook (fused). A
+            // held layer is still gathered from forward: its hook gathers nothing.
+            const std::int32_t bwd =
+                s_.backward(m, l, fetch(m, pos, held_[li] != 0), s_.distributed ? 2 * grad_bytes : 0);
+            release(l, kept_[li] || held_[li] ? fwd_pos_[li] : pos);
+            held_[li] = 0;
+            plan_.alloc(MemCategory::gradients, grad_bytes);
+            plan_.release(MemCategory::gradients, grad_bytes);
+            if (!s_.distributed) continue;
+            while (next < buckets_.size() && buckets_[next].launch_layer == l) reduce(m, next++, bwd);
+        }
+        if (s_.distributed) {
+            while (next < buckets_.size()) reduce(m, next++, s_.last_compute);
+            // The epilogue synchronizes the reduce stream.
+            s_.gate.assign(1, reductions_.back());
+            if (offload_opt_) s_.gate.push_back(offload_copies_.back());
+        }
+    }
+
+    // ---- the step, per sub-group of <= sub_group_size elements (§4.3)
+    // It starts with _partition_all_parameters (release_and_reset_all), which
+    // frees every gathered parameter, the persistent ones included; _post_step
+    // gathers those again (docs/notes/library-memory-rules.md §4).
+    void optimizer_step() {
+        const std::int64_t regathered_bytes = s_.distributed ? s_.b * persist_ : 0;
+        std::vector<std::int32_t> deps = {s_.last_compute};
+        if (!reductions_.empty()) deps.push_back(reductions_.back());
+        if (!offload_copies_.empty()) deps.push_back(offload_copies_.back());
+        std::int32_t done = -1;
+        for (std::int64_t begin = 0; begin < part_; begin += z_.sub_group_elems) {
+            const std::int64_t g = std::min(z_.sub_group_elems, part_ - begin);
+            if (!offload_opt_) {
+                // Cast the gradients to fp32, update, copy the master into the 16-bit partition.
+                std::int32_t t = step_.pass(Phase::gradient_copy, (s_.b + 4) * g, 0, deps, s_.last);
+                plan_.alloc(MemCategory::other, 4 * g);
+                if (begin == 0) plan_.release(MemCategory::parameters, regathered_bytes);
+                const std::int32_t cast[] = {t};
+                t = step_.optimizer_step({.elements = g, .largest = g}, cast, s_.last);  // FusedAdam
+                const std::int32_t opt[] = {t};
+                done = step_.pass(Phase::optimizer, (4 + s_.b) * g, 0, opt, s_.last);
+                plan_.release(MemCategory::other, 4 * g);
+            } else {
+                if (z_.optimizer == Offload::nvme) {
+                    // ZeRO-Infinity: swap fp32 master, m, v in from NVMe (12 B per element).
+                    deps.assign(1, step_.nvme(Transfer::nvme_read, 12 * g, nvme_, deps, s_.last));
+                }
+                done = step_.host_optimizer(g, cpu_, deps, s_.last);
+                if (begin == 0) plan_.release(MemCategory::parameters, regathered_bytes);
+                const std::int32_t adam[] = {done};
+                if (z_.optimizer == Offload::nvme) step_.nvme(Transfer::nvme_write, 12 * g, nvme_, adam, s_.last);
+                // copy_ fp32 (host) -> 16-bit (device) converts on the CPU: 2 B per
+                // element H2D. With offload_param the update stays on the host.
+                if (!offload_param_) done = step_.copy(Transfer::h2d, s_.b * g, h2d_, adam, s_.last, z_.pinned);
+            }
+            deps.assign(1, done);
+        }
+        // _post_step: persistent_parameters[0].all_gather(persistent_parameters) ->
+        // _allgather_params_coalesced, which issues one all_gather_into_tensor per
+        // tensor (not one flat buffer, as the fetch path does), waits for the last
+        // and synchronizes: latency-bound gathers, one per small tensor.
+        if (s_.distributed) {
+            const std::int32_t after[] = {done};
+            for (const Persistent& p : persistent_) {
+                step_.collective(CollectiveKind::allgather, s_.b * p.padded, s_.world, ag_, after, s_.last, -1,
+                                 s_.dtype);
+                plan_.set_role(CollectiveRole::parameter_gather, {p.group});
+                plan_.alloc(MemCategory::parameters, s_.b * p.numel);
+            }
+        }
+    }
+
+    void explain() {
+        if (s_.distributed) {
+            std::int64_t ag_elems = 0;
+            for (const auto& li : layers_) ag_elems += li.gather_padded;
+            std::size_t forward_gathers = 0;
+            for (int pos : fwd_pos_) forward_gathers += pos >= 0;
+            plan_.notes.push_back(fmt::format(
+                "ZeRO stage 3: {} submodules gathered before forward ({:.3g} elements), {} of them again before "
+                "backward (the others are reused within stage3_max_reuse_distance={:.3g} and stay gathered), {} "
+                "reduce-scatter(s) per micro-step, {} persistent elements in {} tensors (<= {} each) kept whole and "
+                "gathered again after the step, one all-gather per tensor, {:.0f} us of host hooks per submodule "
+                "fetch{}.",
+                forward_gathers, double(ag_elems), trace_.size() - forward_gathers, double(z_.reuse_elems),
+                buckets_.size(), persist_, persistent_.size(), z_.persistence_elems, double(kStage3HookNs) / 1e3,
+                prefetch_ ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched or kept"));
+        }
+        if (offload_opt_)
+            plan_.notes.push_back(fmt::format(
+                "offload_optimizer={}: D2H 4 B per partition element of gradients, {} over the partition on the "
+                "host{}.",
+                z_.optimizer == Offload::cpu ? "cpu" : "nvme",
+                z_.optimizer == Offload::nvme ? "NVMe swap-in/out (12 B each way) around DeepSpeedCPUAdam"
+                                              : "DeepSpeedCPUAdam",
+                offload_param_ ? "; the update stays on the host (offload_param)" : ", H2D 2 B per element back"));
+    }
+
+private:
     // Each persistent tensor: its shard group, elements and padded elements, in parameter order.
     struct Persistent {
         std::int32_t group = 0;
         std::int64_t numel = 0, padded = 0;
     };
-    std::vector<Persistent> persistent;
+
+    // Per-tensor partitioning (§4.3): ceil(numel / N) each; tensors with
+    // <= stage3_param_persistence_threshold elements persist whole on every rank.
     // Every tensor is its own shard group: group p holds parameter p.
-    std::size_t tensors = 0;
-    for (const auto& layer : w.layers) tensors += layer.params.size();
-    plan.shards.resize(tensors);
-    plan.shard_params.resize(tensors);
-    std::vector<std::int32_t> layer_tensors;  // each layer's non-persistent tensors (Layer3::gathered_*)
-    layer_tensors.reserve(tensors);
-    for (int l = 0; l < nl; ++l)
-        for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
-            DTSIM_ASSERT(p.index >= 0 && static_cast<std::size_t>(p.index) < tensors, "parameter indices are 0..N-1");
-            const auto g = static_cast<std::size_t>(p.index);
-            plan.shards[g] = {static_cast<std::uint32_t>(g), 1, s.n};
-            plan.shard_params[g] = p.index;
-            const std::int64_t numel = p.numel(), pn = ceil_div(numel, s.n);
-            part += pn;
-            if (numel <= z.persistence_elems) {
-                persist += numel;
-                persistent.push_back({p.index, numel, pn * s.n});
-            } else {
-                auto& li = layers[static_cast<std::size_t>(l)];
-                li.gather_elems += numel;
-                li.gather_padded += pn * s.n;
-                li.part_elems += pn;
-                if (li.gathered_count == 0) li.gathered_begin = static_cast<std::uint32_t>(layer_tensors.size());
-                DTSIM_ASSERT(li.gathered_begin + li.gathered_count == layer_tensors.size(),
-                             "a layer's tensors in a row");
-                layer_tensors.push_back(p.index);
-                ++li.gathered_count;
+    void partition_tensors() {
+        const auto& w = s_.w;
+        layers_.assign(static_cast<std::size_t>(nl_), Layer3{});
+        std::size_t tensors = 0;
+        for (const auto& layer : w.layers) tensors += layer.params.size();
+        plan_.shards.resize(tensors);
+        plan_.shard_params.resize(tensors);
+        layer_tensors_.reserve(tensors);
+        for (int l = 0; l < nl_; ++l)
+            for (const auto& p : w.layers[static_cast<std::size_t>(l)].params) {
+                DTSIM_ASSERT(p.index >= 0 && static_cast<std::size_t>(p.index) < tensors,
+                             "parameter indices are 0..N-1");
+                const auto g = static_cast<std::size_t>(p.index);
+                plan_.shards[g] = {static_cast<std::uint32_t>(g), 1, s_.n};
+                plan_.shard_params[g] = p.index;
+                const std::int64_t numel = p.numel(), pn = ceil_div(numel, s_.n);
+                part_ += pn;
+                if (numel <= z_.persistence_elems) {
+                    persist_ += numel;
+                    persistent_.push_back({p.index, numel, pn * s_.n});
+                } else {
+                    auto& li = layers_[static_cast<std::size_t>(l)];
+                    li.gather_elems += numel;
+                    li.gather_padded += pn * s_.n;
+                    li.part_elems += pn;
+                    if (li.gathered_count == 0) li.gathered_begin = static_cast<std::uint32_t>(layer_tensors_.size());
+                    DTSIM_ASSERT(li.gathered_begin + li.gathered_count == layer_tensors_.size(),
+                                 "a layer's tensors in a row");
+                    layer_tensors_.push_back(p.index);
+                    ++li.gathered_count;
+                }
             }
-        }
-    const std::vector<Grad> grads = arrival_order(w, true, s.n);
-    const std::vector<IpgBucket> buckets = ipg_buckets(grads, z.bucket_elems);
-    for (std::size_t i = 0; i < buckets.size(); ++i) {
-        BucketInfo info{static_cast<int>(i), buckets[i].elems * s.b, {}, {}};
-        for (std::size_t g = buckets[i].first; g < buckets[i].last; ++g) info.params.push_back(grads[g].index);
-        plan.buckets.push_back(std::move(info));
     }
 
     // Resident (§4.4, §8): 16-bit partitions, their gradients, fp32 master + Adam
     // states: 16 B per partition element, plus the persistent tensors whole.
-    s.set(MemCategory::parameters, s.b * persist + (offload_param ? 0 : s.b * part));
-    if (offload_param) s.set(MemCategory::host, z.param == Offload::cpu ? s.b * part : 0);
-    if (!offload_opt) {
-        s.set(MemCategory::gradients, s.b * part);
-        s.set(MemCategory::optimizer_states, s.state_bytes() * part);
-    } else if (z.optimizer == Offload::cpu) {
-        s.set(MemCategory::host, 16 * part);  // fp32 gradients, master, m, v
-    } else {
-        // NVMe holds master, m and v; the host keeps fp32 gradients and swap
-        // buffers (buffer_count 4 sub-groups of fp32).
-        s.set(MemCategory::host, 4 * part + 4 * 4 * std::min(part, z.sub_group_elems));
+    void place_model_states() {
+        s_.set(MemCategory::parameters, s_.b * persist_ + (offload_param_ ? 0 : s_.b * part_));
+        if (offload_param_) s_.set(MemCategory::host, z_.param == Offload::cpu ? s_.b * part_ : 0);
+        if (!offload_opt_) {
+            s_.set(MemCategory::gradients, s_.b * part_);
+            s_.set(MemCategory::optimizer_states, s_.state_bytes() * part_);
+        } else if (z_.optimizer == Offload::cpu) {
+            s_.set(MemCategory::host, 16 * part_);  // fp32 gradients, master, m, v
+        } else {
+            // NVMe holds master, m and v; the host keeps fp32 gradients and swap
+            // buffers (buffer_count 4 sub-groups of fp32).
+            s_.set(MemCategory::host, 4 * part_ + 4 * 4 * std::min(part_, z_.sub_group_elems));
+        }
+        if (z_.param == Offload::nvme)
+            s_.set(MemCategory::host, std::min(s_.b * part_, 5 * 100'000'000 * s_.b));  // buffer_count 5 x 1e8
+        // The ipg flat buffer is allocated once (§4.3).
+        s_.set(MemCategory::buckets, z_.bucket_elems * s_.b);
     }
-    if (z.param == Offload::nvme)
-        s.set(MemCategory::host, std::min(s.b * part, 5 * 100'000'000 * s.b));  // buffer_count 5 x buffer_size 1e8
-    // The ipg flat buffer is allocated once (§4.3).
-    s.set(MemCategory::buckets, z.bucket_elems * s.b);
-
-    const int ag = step.stream("all-gather", TaskKind::collective);
-    const int rs = step.stream("reduce-scatter", TaskKind::collective);
-    const int d2h = offload_opt ? step.stream("d2h", TaskKind::copy) : -1;
-    const int h2d = offload_opt || offload_param ? step.stream("h2d", TaskKind::copy) : -1;
-    // The host: the submodule hooks and, with optimizer offload, the CPU step.
-    const int cpu = step.stream("cpu", TaskKind::host_compute);
-    const int nvme = z.optimizer == Offload::nvme || z.param == Offload::nvme ? step.stream("nvme", TaskKind::io) : -1;
-    // Iteration 1 records the trace and cannot prefetch.
-    const bool prefetch = s.config.iteration > 1;
 
     // stage3_max_reuse_distance (§4.3, __params_to_release): with a complete
     // trace, release_sub_module after forward keeps a layer's parameters when
     // they recur in the trace within max_reuse_distance elements of fetched
     // submodules. Layer l's next use is its backward, after the forwards and
     // backwards of every later layer: kept iff 2 x (elements of layers > l) < distance.
-    std::vector<char> kept(static_cast<std::size_t>(nl), 0);
-    if (s.distributed && prefetch) {
+    void keep_within_reuse_distance() {
+        kept_.assign(static_cast<std::size_t>(nl_), 0);
+        if (!s_.distributed || !prefetch_) return;
         std::int64_t later = 0;
-        for (int l = nl - 1; l >= 0; --l) {
-            kept[static_cast<std::size_t>(l)] = 2 * later < z.reuse_elems;
-            later += w.layers[static_cast<std::size_t>(l)].param_count();
+        for (int l = nl_ - 1; l >= 0; --l) {
+            kept_[static_cast<std::size_t>(l)] = 2 * later < z_.reuse_elems;
+            later += s_.w.layers[static_cast<std::size_t>(l)].param_count();
         }
     }
 
     // The fetch trace of one micro-step: forward order, then backward order
     // (layers with nothing to gather, or still gathered from forward, are skipped).
-    std::vector<int> trace;
-    std::vector<int> fwd_pos(static_cast<std::size_t>(nl), -1), bwd_pos(static_cast<std::size_t>(nl), -1);
-    if (s.distributed) {
-        for (int l = 0; l < nl; ++l)
-            if (layers[static_cast<std::size_t>(l)].gather_elems > 0) {
-                fwd_pos[static_cast<std::size_t>(l)] = static_cast<int>(trace.size());
-                trace.push_back(l);
+    void fetch_trace() {
+        fwd_pos_.assign(static_cast<std::size_t>(nl_), -1);
+        bwd_pos_.assign(static_cast<std::size_t>(nl_), -1);
+        if (!s_.distributed) return;
+        for (int l = 0; l < nl_; ++l)
+            if (layers_[static_cast<std::size_t>(l)].gather_elems > 0) {
+                fwd_pos_[static_cast<std::size_t>(l)] = static_cast<int>(trace_.size());
+                trace_.push_back(l);
             }
-        for (int l = nl - 1; l >= 0; --l)
-            if (layers[static_cast<std::size_t>(l)].gather_elems > 0 && !kept[static_cast<std::size_t>(l)]) {
-                bwd_pos[static_cast<std::size_t>(l)] = static_cast<int>(trace.size());
-                trace.push_back(l);
+        for (int l = nl_ - 1; l >= 0; --l)
+            if (layers_[static_cast<std::size_t>(l)].gather_elems > 0 && !kept_[static_cast<std::size_t>(l)]) {
+                bwd_pos_[static_cast<std::size_t>(l)] = static_cast<int>(trace_.size());
+                trace_.push_back(l);
             }
     }
-    std::vector<std::int32_t> gathered(trace.size(), -1);
-    std::vector<std::int32_t> reductions, offload_copies;
 
-    for (int m = 0; m <= s.last; ++m) {
-        std::size_t issued = 0;  // trace positions [0, issued) have their all-gather issued
-        std::int64_t live = 0;   // gathered or in-flight elements (__n_available_params)
-        // Host gate: the compute-stream point the host last synchronized on
-        // (__max_ongoing_fetch_events = 2: at most 3 fetch events pending).
-        std::int32_t gate_compute = -1, gate_gather = -1;
-        struct Event {
-            std::int32_t compute, gather;
-        };
-        std::vector<Event> events;
-        std::size_t event_head = 0;
-        std::size_t rs_head = reductions.size();
+    void begin_micro_step() {
+        issued_ = 0;
+        live_ = 0;
+        gate_compute_ = gate_gather_ = -1;
+        events_.clear();
+        event_head_ = 0;
+        rs_head_ = reductions_.size();
+        hook_ = -1;
+        available_.assign(static_cast<std::size_t>(nl_), 0);
+        held_.assign(static_cast<std::size_t>(nl_), 0);
+    }
 
-        std::int32_t hook = -1;  // the host hook of the submodule being fetched
-        // Layers whose parameters are gathered or in flight (ds_status not
-        // NOT_AVAILABLE), and layers the prefetcher passed over in that state
-        // on their backward use: fetch_sub_module's prefetch loop skips such a
-        // parameter, records the skipped use, and __params_to_release then keeps
-        // it gathered after forward, so its backward needs no all-gather
-        // (DeepSpeed partitioned_param_coordinator.py, fetch_sub_module and
-        // __params_to_release).
-        std::vector<char> available(static_cast<std::size_t>(nl), 0), held(static_cast<std::size_t>(nl), 0);
-        auto issue = [&](std::size_t pos) {
-            available[static_cast<std::size_t>(trace[pos])] = 1;
-            const Layer3& li = layers[static_cast<std::size_t>(trace[pos])];
-            std::int32_t deps[] = {gate_compute, gate_gather, hook};
-            std::int32_t prev = -1;
-            if (offload_param) {
-                // The 16-bit partition lives off the device: read from NVMe, copy H2D, then gather (§4.3).
-                if (z.param == Offload::nvme) {
-                    prev = step.nvme(Transfer::nvme_read, s.b * li.part_elems, nvme, deps, m);
-                    deps[0] = prev;
-                    deps[1] = -1;
-                }
-                // A pageable .to(device) is synchronous: the host blocks until it is
-                // done, so it cannot run ahead of the compute already issued (the
-                // previous compute task) and nothing after it is issued earlier.
-                if (!z.pinned) deps[2] = s.last_compute;
-                prev = step.copy(Transfer::h2d, s.b * li.part_elems, h2d, deps, m, z.pinned);
-                plan.alloc(MemCategory::gathered, s.b * li.part_elems);
-                if (!z.pinned) {
-                    s.gate.push_back(prev);
-                    hook = prev;
-                }
+    // The all-gather of trace position `pos` (with offload_param, its partition
+    // read and copied to the device first).
+    void issue(int m, std::size_t pos) {
+        available_[static_cast<std::size_t>(trace_[pos])] = 1;
+        const Layer3& li = layers_[static_cast<std::size_t>(trace_[pos])];
+        std::int32_t deps[] = {gate_compute_, gate_gather_, hook_};
+        std::int32_t prev = -1;
+        if (offload_param_) {
+            // The 16-bit partition lives off the device: read from NVMe, copy H2D, then gather (§4.3).
+            if (z_.param == Offload::nvme) {
+                prev = step_.nvme(Transfer::nvme_read, s_.b * li.part_elems, nvme_, deps, m);
                 deps[0] = prev;
                 deps[1] = -1;
-                deps[2] = hook;
             }
-            gathered[pos] =
-                step.collective(CollectiveKind::allgather, s.b * li.gather_padded, s.world, ag, deps, m, -1, s.dtype);
-            plan.set_role(CollectiveRole::parameter_gather,
-                          std::span<const std::int32_t>(layer_tensors.data() + li.gathered_begin, li.gathered_count));
-            plan.alloc(MemCategory::gathered, s.b * li.gather_padded);
-            if (offload_param) plan.release(MemCategory::gathered, s.b * li.part_elems);
-            live += li.gather_elems;
-        };
-        // fetch_sub_module (§4.3): gather what is missing, prefetch along the
-        // trace, then wait. Returns the all-gather the compute waits for.
-        // reuse: the submodule is held from forward (see held): nothing to
-        // gather, but its hook still prefetches along the trace.
-        auto fetch = [&](int pos_i, bool reuse = false) -> std::int32_t {
-            // The submodule's hook runs on the host after the previous compute's
-            // issue; the all-gathers it issues and the compute wait for it.
-            const std::int32_t after[] = {s.last_compute};
-            hook = step.host_task(kStage3HookNs, cpu, after, m);
-            s.gate.push_back(hook);
-            if (pos_i < 0) return -1;
-            const auto pos = static_cast<std::size_t>(pos_i);
-            if (!reuse && issued <= pos) {
-                issue(pos);
-                issued = pos + 1;
+            // A pageable .to(device) is synchronous: the host blocks until it is
+            // done, so it cannot run ahead of the compute already issued (the
+            // previous compute task) and nothing after it is issued earlier.
+            if (!z_.pinned) deps[2] = s_.last_compute;
+            prev = step_.copy(Transfer::h2d, s_.b * li.part_elems, h2d_, deps, m, z_.pinned);
+            plan_.alloc(MemCategory::gathered, s_.b * li.part_elems);
+            if (!z_.pinned) {
+                s_.gate.push_back(prev);
+                hook_ = prev;
             }
-            if (prefetch) {
-                const std::int64_t limit = std::min(z.max_live_elems - live, z.prefetch_elems);
-                std::int64_t prefetching = 0;
-                while (issued < trace.size() && prefetching < limit) {
-                    const auto l = static_cast<std::size_t>(trace[issued]);
-                    if (available[l]) {
-                        held[l] = 1;  // its later (backward) use reuses this gather
-                    } else {
-                        issue(issued);
-                        prefetching += layers[l].gather_elems;
-                    }
-                    ++issued;
+            deps[0] = prev;
+            deps[1] = -1;
+            deps[2] = hook_;
+        }
+        gathered_[pos] =
+            step_.collective(CollectiveKind::allgather, s_.b * li.gather_padded, s_.world, ag_, deps, m, -1, s_.dtype);
+        plan_.set_role(CollectiveRole::parameter_gather,
+                       std::span<const std::int32_t>(layer_tensors_.data() + li.gathered_begin, li.gathered_count));
+        plan_.alloc(MemCategory::gathered, s_.b * li.gather_padded);
+        if (offload_param_) plan_.release(MemCategory::gathered, s_.b * li.part_elems);
+        live_ += li.gather_elems;
+    }
+
+    // fetch_sub_module (§4.3): gather what is missing, prefetch along the
+    // trace, then wait. Returns the all-gather the compute waits for.
+    // reuse: the submodule is held from forward (see held_): nothing to
+    // gather, but its hook still prefetches along the trace.
+    std::int32_t fetch(int m, int pos_i, bool reuse = false) {
+        // The submodule's hook runs on the host after the previous compute's
+        // issue; the all-gathers it issues and the compute wait for it.
+        const std::int32_t after[] = {s_.last_compute};
+        hook_ = step_.host_task(kStage3HookNs, cpu_, after, m);
+        s_.gate.push_back(hook_);
+        if (pos_i < 0) return -1;
+        const auto pos = static_cast<std::size_t>(pos_i);
+        if (!reuse && issued_ <= pos) {
+            issue(m, pos);
+            issued_ = pos + 1;
+        }
+        if (prefetch_) {
+            const std::int64_t limit = std::min(z_.max_live_elems - live_, z_.prefetch_elems);
+            std::int64_t prefetching = 0;
+            while (issued_ < trace_.size() && prefetching < limit) {
+                const auto l = static_cast<std::size_t>(trace_[issued_]);
+                if (available_[l]) {
+                    held_[l] = 1;  // its later (backward) use reuses this gather
+                } else {
+                    issue(m, issued_);
+                    prefetching += layers_[l].gather_elems;
                 }
+                ++issued_;
             }
-            if (reuse) return -1;
-            if (events.size() - event_head > 2) {
-                gate_compute = events[event_head].compute;
-                gate_gather = events[event_head].gather;
-                ++event_head;
-            }
-            events.push_back({s.last_compute, gathered[pos]});
-            return gathered[pos];
-        };
-        auto release = [&](int l, int pos) {
-            if (pos < 0) return;
-            available[static_cast<std::size_t>(l)] = 0;
-            const Layer3& li = layers[static_cast<std::size_t>(l)];
-            plan.release(MemCategory::gathered, s.b * li.gather_padded);
-            live -= li.gather_elems;
-        };
-        auto reduce = [&](std::size_t bi, std::int32_t ready) {
-            // max_param_reduce_events = 2: with more than 2 reductions pending the
-            // host waits for the oldest before issuing, so at most 3 are in flight.
-            if (reductions.size() - rs_head > 2) s.gate.push_back(reductions[rs_head++]);
-            const std::int64_t bytes = buckets[bi].elems * s.b;
-            const std::int32_t deps[] = {ready};
-            // reduce_scatter_coalesced flattens the bucket into its input (transient).
-            const std::int32_t r =
-                step.collective(CollectiveKind::reduce_scatter, bytes, s.world, rs, deps, m, static_cast<int>(bi),
-                                s.dtype);
-            plan.set_role(CollectiveRole::gradient_reduce, plan.buckets[bi].params);
-            plan.alloc(MemCategory::buckets, bytes);
-            plan.release(MemCategory::buckets, bytes);
-            reductions.push_back(r);
-            if (offload_opt) {
-                // The partition's gradients go .float() to the host: 4 B per element (§4.3).
-                const std::int32_t after[] = {r};
-                offload_copies.push_back(
-                    step.copy(Transfer::d2h, 4 * ceil_div(buckets[bi].elems, s.n), d2h, after, m, z.pinned));
-            }
-        };
+        }
+        if (reuse) return -1;
+        if (events_.size() - event_head_ > 2) {
+            gate_compute_ = events_[event_head_].compute;
+            gate_gather_ = events_[event_head_].gather;
+            ++event_head_;
+        }
+        events_.push_back({s_.last_compute, gathered_[pos]});
+        return gathered_[pos];
+    }
 
-        for (int l = 0; l < nl; ++l) {
-            const int pos = fwd_pos[static_cast<std::size_t>(l)];
-            s.forward(m, l, fetch(pos));
-            if (!kept[static_cast<std::size_t>(l)] && !held[static_cast<std::size_t>(l)]) release(l, pos);
-        }
-        std::size_t next = 0;
-        for (int l = nl - 1; l >= 0; --l) {
-            const auto li = static_cast<std::size_t>(l);
-            const int pos = bwd_pos[li];
-            const std::int64_t grad_bytes = w.layers[li].param_count() * s.b;
-            // Each gradient is copied into the ipg buffer in its hook (fused). A
-            // held layer is still gathered from forward: its hook gathers nothing.
-            const std::int32_t bwd = s.backward(m, l, fetch(pos, held[li] != 0), s.distributed ? 2 * grad_bytes : 0);
-            release(l, kept[li] || held[li] ? fwd_pos[li] : pos);
-            held[li] = 0;
-            plan.alloc(MemCategory::gradients, grad_bytes);
-            plan.release(MemCategory::gradients, grad_bytes);
-            if (!s.distributed) continue;
-            while (next < buckets.size() && buckets[next].launch_layer == l) reduce(next++, bwd);
-        }
-        if (s.distributed) {
-            while (next < buckets.size()) reduce(next++, s.last_compute);
-            // The epilogue synchronizes the reduce stream.
-            s.gate.assign(1, reductions.back());
-            if (offload_opt) s.gate.push_back(offload_copies.back());
+    void release(int l, int pos) {
+        if (pos < 0) return;
+        available_[static_cast<std::size_t>(l)] = 0;
+        const Layer3& li = layers_[static_cast<std::size_t>(l)];
+        plan_.release(MemCategory::gathered, s_.b * li.gather_padded);
+        live_ -= li.gather_elems;
+    }
+
+    void reduce(int m, std::size_t bi, std::int32_t ready) {
+        // max_param_reduce_events = 2: with more than 2 reductions pending the
+        // host waits for the oldest before issuing, so at most 3 are in flight.
+        if (reductions_.size() - rs_head_ > 2) s_.gate.push_back(reductions_[rs_head_++]);
+        const std::int64_t bytes = buckets_[bi].elems * s_.b;
+        const std::int32_t deps[] = {ready};
+        // reduce_scatter_coalesced flattens the bucket into its input (transient).
+        const std::int32_t r = step_.collective(CollectiveKind::reduce_scatter, bytes, s_.world, rs_, deps, m,
+                                                static_cast<int>(bi), s_.dtype);
+        plan_.set_role(CollectiveRole::gradient_reduce, plan_.buckets[bi].params);
+        plan_.alloc(MemCategory::buckets, bytes);
+        plan_.release(MemCategory::buckets, bytes);
+        reductions_.push_back(r);
+        if (offload_opt_) {
+            // The partition's gradients go .float() to the host: 4 B per element (§4.3).
+            const std::int32_t after[] = {r};
+            offload_copies_.push_back(
+                step_.copy(Transfer::d2h, 4 * ceil_div(buckets_[bi].elems, s_.n), d2h_, after, m, z_.pinned));
         }
     }
 
-    // The step, per sub-group of <= sub_group_size elements (§4.3). It starts
-    // with _partition_all_parameters (release_and_reset_all), which frees every
-    // gathered parameter, the persistent ones included; _post_step gathers
-    // those again (docs/notes/library-memory-rules.md §4).
-    const std::int64_t regathered_bytes = s.distributed ? s.b * persist : 0;
-    std::vector<std::int32_t> deps = {s.last_compute};
-    if (!reductions.empty()) deps.push_back(reductions.back());
-    if (!offload_copies.empty()) deps.push_back(offload_copies.back());
-    std::int32_t done = -1;
-    for (std::int64_t begin = 0; begin < part; begin += z.sub_group_elems) {
-        const std::int64_t g = std::min(z.sub_group_elems, part - begin);
-        if (!offload_opt) {
-            // Cast the gradients to fp32, update, copy the master into the 16-bit partition.
-            std::int32_t t = step.pass(Phase::gradient_copy, (s.b + 4) * g, 0, deps, s.last);
-            plan.alloc(MemCategory::other, 4 * g);
-            if (begin == 0) plan.release(MemCategory::parameters, regathered_bytes);
-            const std::int32_t cast[] = {t};
-            t = step.optimizer_step({.elements = g, .largest = g}, cast, s.last);  // FusedAdam
-            const std::int32_t opt[] = {t};
-            done = step.pass(Phase::optimizer, (4 + s.b) * g, 0, opt, s.last);
-            plan.release(MemCategory::other, 4 * g);
-        } else {
-            if (z.optimizer == Offload::nvme) {
-                // ZeRO-Infinity: swap fp32 master, m, v in from NVMe (12 B per element).
-                deps.assign(1, step.nvme(Transfer::nvme_read, 12 * g, nvme, deps, s.last));
-            }
-            done = step.host_optimizer(g, cpu, deps, s.last);
-            if (begin == 0) plan.release(MemCategory::parameters, regathered_bytes);
-            const std::int32_t adam[] = {done};
-            if (z.optimizer == Offload::nvme) step.nvme(Transfer::nvme_write, 12 * g, nvme, adam, s.last);
-            // copy_ fp32 (host) -> 16-bit (device) converts on the CPU: 2 B per
-            // element H2D. With offload_param the update stays on the host.
-            if (!offload_param) done = step.copy(Transfer::h2d, s.b * g, h2d, adam, s.last, z.pinned);
-        }
-        deps.assign(1, done);
+    Lowering& s_;
+    const Zero& z_;
+    Plan& plan_;
+    StepBuilder& step_;
+    const int nl_;
+    const bool offload_opt_, offload_param_, prefetch_;
+    // The partition.
+    std::vector<Layer3> layers_;
+    std::int64_t part_ = 0, persist_ = 0;
+    std::vector<Persistent> persistent_;
+    std::vector<std::int32_t> layer_tensors_;  // each layer's non-persistent tensors (Layer3::gathered_*)
+    std::vector<Grad> grads_;
+    std::vector<IpgBucket> buckets_;
+    int ag_ = -1, rs_ = -1, d2h_ = -1, h2d_ = -1, cpu_ = -1, nvme_ = -1;
+    std::vector<char> kept_;  // kept gathered from forward to backward (reuse distance)
+    std::vector<int> trace_;
+    std::vector<int> fwd_pos_, bwd_pos_;
+    std::vector<std::int32_t> gathered_;
+    std::vector<std::int32_t> reductions_, offload_copies_;
+    // Where the micro-step stands.
+    std::size_t issued_ = 0;  // trace positions [0, issued_) have their all-gather issued
+    std::int64_t live_ = 0;   // gathered or in-flight elements (__n_available_params)
+    // Host gate: the compute-stream point the host last synchronized on
+    // (__max_ongoing_fetch_events = 2: at most 3 fetch events pending).
+    std::int32_t gate_compute_ = -1, gate_gather_ = -1;
+    struct Event {
+        std::int32_t compute, gather;
+    };
+    std::vector<Event> events_;
+    std::size_t event_head_ = 0;
+    std::size_t rs_head_ = 0;
+    std::int32_t hook_ = -1;  // the host hook of the submodule being fetched
+    // Layers whose parameters are gathered or in flight (ds_status not
+    // NOT_AVAILABLE), and layers the prefetcher passed over in that state
+    // on their backward use: fetch_sub_module's prefetch loop skips such a
+    // parameter, records the skipped use, and __params_to_release then keeps
+    // it gathered after forward, so its backward needs no all-gather
+    // (DeepSpeed partitioned_param_coordinator.py, fetch_sub_module and
+    // __params_to_release).
+    std::vector<char> available_, held_;
+};
+
+void lower_stage3(Lowering& s) {
+    Stage3 zero(s);
+    for (int m = 0; m <= s.last; ++m) {
+        zero.forward(m);
+        zero.backward(m);
     }
-    // _post_step: persistent_parameters[0].all_gather(persistent_parameters) ->
-    // _allgather_params_coalesced, which issues one all_gather_into_tensor per
-    // tensor (not one flat buffer, as the fetch path does), waits for the last
-    // and synchronizes: latency-bound gathers, one per small tensor.
-    if (s.distributed) {
-        const std::int32_t after[] = {done};
-        for (const Persistent& p : persistent) {
-            step.collective(CollectiveKind::allgather, s.b * p.padded, s.world, ag, after, s.last, -1, s.dtype);
-            plan.set_role(CollectiveRole::parameter_gather, {p.group});
-            plan.alloc(MemCategory::parameters, s.b * p.numel);
-        }
-    }
-    if (s.distributed) {
-        std::int64_t ag_elems = 0;
-        for (const auto& li : layers) ag_elems += li.gather_padded;
-        std::size_t forward_gathers = 0;
-        for (int pos : fwd_pos) forward_gathers += pos >= 0;
-        plan.notes.push_back(fmt::format(
-            "ZeRO stage 3: {} submodules gathered before forward ({:.3g} elements), {} of them again before backward "
-            "(the others are reused within stage3_max_reuse_distance={:.3g} and stay gathered), {} reduce-scatter(s) "
-            "per micro-step, {} persistent elements in {} tensors (<= {} each) kept whole and gathered again after "
-            "the step, one all-gather per tensor, {:.0f} us of host hooks per submodule fetch{}.",
-            forward_gathers, double(ag_elems), trace.size() - forward_gathers, double(z.reuse_elems), buckets.size(),
-            persist, persistent.size(), z.persistence_elems, double(kStage3HookNs) / 1e3,
-            prefetch ? "" : "; iteration 1 records the fetch trace, so nothing is prefetched or kept"));
-    }
-    if (offload_opt)
-        plan.notes.push_back(fmt::format(
-            "offload_optimizer={}: D2H 4 B per partition element of gradients, {} over the partition on the host{}.",
-            z.optimizer == Offload::cpu ? "cpu" : "nvme",
-            z.optimizer == Offload::nvme ? "NVMe swap-in/out (12 B each way) around DeepSpeedCPUAdam"
-                                         : "DeepSpeedCPUAdam",
-            offload_param ? "; the update stays on the host (offload_param)" : ", H2D 2 B per element back"));
+    zero.optimizer_step();
+    zero.explain();
 }
 
 Plan lower_zero(const models::Workload& w, const Config& config, const Knobs& knobs) {
