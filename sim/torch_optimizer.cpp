@@ -6,19 +6,17 @@ namespace dtsim::sim {
 
 std::vector<KnobSpec> torch_optimizer_knobs() {
     return {
-        {"foreach",
-         KnobType::boolean,
-         "true",
-         "torch.optim's foreach step (its default on CUDA): each op over every tensor at once, 72 B per Adam "
-         "parameter and one parameter-size temporary; false: the for-loop (its default on CPU), op by op per tensor",
-         {},
-         0},
-        {"fused",
-         KnobType::boolean,
-         "false",
-         "torch.optim's fused=True: one kernel per chunk, 28 B per Adam parameter, no temporary",
-         {},
-         0},
+        {.name = "foreach",
+         .type = KnobType::boolean,
+         .default_value = "true",
+         .description =
+             "torch.optim's foreach step (its default on CUDA): each op over every tensor at once, 72 B per Adam "
+             "parameter and one parameter-size temporary; false: the for-loop (its default on CPU), op by op per "
+             "tensor"},
+        {.name = "fused",
+         .type = KnobType::boolean,
+         .default_value = "false",
+         .description = "torch.optim's fused=True: one kernel per chunk, 28 B per Adam parameter, no temporary"},
     };
 }
 

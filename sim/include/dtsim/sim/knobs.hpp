@@ -18,7 +18,7 @@ struct KnobSpec {
     KnobType type = KnobType::number;
     std::string default_value;  // as text; "auto" allowed where the strategy derives it
     std::string description;
-    std::vector<std::string> choices;  // KnobType::choice
+    std::vector<std::string> choices = {};  // KnobType::choice
     double min_value = 0;              // KnobType::number: lower bound
     bool min_exclusive = false;        // the bound itself is invalid (sizes must be > 0)
     // "key=value" or "key=a|b": the knob means something only when knob `key`
