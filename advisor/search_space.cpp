@@ -164,8 +164,9 @@ std::optional<std::string> knob_value_error(const sim::KnobSpec& spec, const std
         case sim::KnobType::choice:
             if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end()) return std::nullopt;
             return unknown_name_message("value", value, spec.choices);
-        case sim::KnobType::class_names:  // any text here; sim::Knobs checks its form, lowering the model's class
-            return value.empty() ? std::optional<std::string>("expected a class name") : std::nullopt;
+        case sim::KnobType::class_names:  // the form here; lowering checks it names the model's block class
+            if (value == spec.default_value || sim::parse_class_names(value)) return std::nullopt;
+            return "expected a class name, e.g. LlamaDecoderLayer, or several separated by commas";
     }
     return std::nullopt;
 }
@@ -455,7 +456,8 @@ std::vector<Candidate> enumerate(const SearchSpace& space, const sim::Config& ba
             } catch (const ConfigError& e) {
                 c.skip_reason = e.what();
             }
-            if (!checkpointing && c.config.activation_checkpointing && c.skip_reason.empty())
+            if (!checkpointing && c.config.activation_checkpointing && c.skip_reason.empty() &&
+                find_axis(space, "activation_checkpointing"))
                 c.skip_reason =
                     "activation_checkpointing_policy checkpoints every block, so not activation_checkpointing=false";
             if (space.global_batch) {

@@ -42,8 +42,10 @@ std::string choice_from_torch_spelling(const std::string& value, const std::vect
     return value;
 }
 
+}  // namespace
+
 // "a.b.C, D" -> "C,D"; an empty optional for anything that is not a comma-separated list of (dotted) Python names.
-std::optional<std::string> class_names(const std::string& value) {
+std::optional<std::string> parse_class_names(const std::string& value) {
     std::string out;
     std::size_t begin = 0;
     while (begin <= value.size()) {
@@ -64,8 +66,6 @@ std::optional<std::string> class_names(const std::string& value) {
     }
     return out;
 }
-
-}  // namespace
 
 Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
              const std::vector<std::pair<std::string, std::string>>& given) {
@@ -123,7 +123,7 @@ Knobs::Knobs(const std::string& strategy, const std::vector<KnobSpec>& specs,
                     value = spec->default_value;
                     break;
                 }
-                if (auto names = class_names(value)) {
+                if (auto names = parse_class_names(value)) {
                     value = *names;
                     break;
                 }

@@ -208,19 +208,25 @@ private:
         if (c == '{') return class_set('}');
         if (c == '[') return class_set(']');  // the deprecated activation_checkpointing=[Block]
         if (c == '(') fail(at, "a plain value (calls are outside the accepted grammar)");
+        const std::string v = last_of_dotted_name(at, "a value: True, False, None, a number, a 'string' or a name");
+        if (peek() == '(' || peek() == '[' || peek() == '{')
+            fail(pos_, "a plain value (calls are outside the accepted grammar; a policy's classes go in a set)");
+        if (v == "True") return "true";
+        if (v == "False") return "false";
+        if (v == "None") return "none";
+        return v;
+    }
+
+    // Name{.Name} at `at` (the cursor), as its last part; `expected` names what the first must be.
+    std::string last_of_dotted_name(std::size_t at, const char* expected) {
         std::string v = name();
-        if (v.empty()) fail(at, "a value: True, False, None, a number, a 'string' or a name");
+        if (v.empty()) fail(at, expected);
         while (peek() == '.') {
             ++pos_;
             const std::size_t part_at = pos_;
             v = name();
             if (v.empty()) fail(part_at, "a name after '.'");
         }
-        if (peek() == '(' || peek() == '[' || peek() == '{')
-            fail(pos_, "a plain value (calls are outside the accepted grammar; a policy's classes go in a set)");
-        if (v == "True") return "true";
-        if (v == "False") return "false";
-        if (v == "None") return "none";
         return v;
     }
 
@@ -230,16 +236,8 @@ private:
         std::string out;
         while (true) {
             const std::size_t at = skip_spaces();
-            std::string v = name();
-            if (v.empty()) fail(at, "a module class name in the set");
-            while (peek() == '.') {
-                ++pos_;
-                const std::size_t part_at = pos_;
-                v = name();
-                if (v.empty()) fail(part_at, "a name after '.'");
-            }
             if (!out.empty()) out += ',';
-            out += v;
+            out += last_of_dotted_name(at, "a module class name in the set");
             skip_spaces();
             if (peek() == ',') {
                 ++pos_;

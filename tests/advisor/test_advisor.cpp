@@ -113,6 +113,24 @@ TEST_CASE("an empty space or contradictory axes are ConfigErrors naming the axis
     CHECK_THROWS_WITH(enumerate(space, base_config("gpt2", 1, 2)), Catch::Contains("axis 'grad_accum'"));
     CHECK_THROWS_WITH(enumerate(parse_axes({"micro_batch=0"}), base_config("gpt2", 1, 2)),
                       Catch::Contains("axis 'micro_batch'"));
+    // A class-name knob's value has the form sim::Knobs takes, checked here to name its axis.
+    CHECK_THROWS_WITH(enumerate(parse_axes({"strategy=fsdp", "activation_checkpointing_policy=GPT2Block;x"}),
+                                base_config("gpt2", 1, 2)),
+                      Catch::Contains("axis 'activation_checkpointing_policy'") && Catch::Contains("class name"));
+    // A policy naming the block turns checkpointing on; a candidate is skipped only where an
+    // activation_checkpointing axis asks for it off.
+    const auto policy = enumerate(parse_axes({"strategy=fsdp", "activation_checkpointing_policy=none,GPT2Block"}),
+                                  base_config("gpt2", 1, 2));
+    REQUIRE(policy.size() == 2);
+    CHECK_FALSE(policy[0].config.activation_checkpointing);
+    CHECK(policy[1].config.activation_checkpointing);
+    CHECK(policy[1].skip_reason.empty());
+    const auto off = enumerate(parse_axes({"strategy=fsdp", "activation_checkpointing_policy=GPT2Block",
+                                           "activation_checkpointing=false,true"}),
+                               base_config("gpt2", 1, 2));
+    REQUIRE(off.size() == 2);
+    CHECK_THAT(off[0].skip_reason, Catch::Contains("not activation_checkpointing=false"));
+    CHECK(off[1].skip_reason.empty());
     CHECK_THROWS_WITH(enumerate(parse_axes({"strategy=dpp"}), base_config("gpt2", 1, 2)),
                       Catch::Contains("axis 'strategy'"));
 }

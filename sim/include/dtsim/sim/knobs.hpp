@@ -2,6 +2,7 @@
 // by the user as --set key=value, validated once, then read with typed getters.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,10 @@ namespace dtsim::sim {
 // "transformers.models.llama.modeling_llama.LlamaDecoderLayer", or several
 // joined by commas); stored as their last dotted parts, comma-joined.
 enum class KnobType { boolean, number, choice, class_names };
+
+// A class_names value in its stored form ("a.b.C, D" -> "C,D"); nullopt for
+// anything that is not a comma-separated list of (dotted) Python names.
+std::optional<std::string> parse_class_names(const std::string& value);
 
 struct KnobSpec {
     std::string name;  // torch / DeepSpeed name, e.g. "bucket_cap_mb"
