@@ -274,16 +274,17 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
     // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
     // A profile's measured layers already paid it for theirs; what the strategy
     // adds (FSDP's flat gradient, its gathered parameters, the reduced shards) they did not.
-    // Smaller buffers are reused once glibc's dynamic threshold has risen, but
-    // it stops at 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit): a larger one is
-    // mapped afresh and unmapped at its free every time, so it pays first touch
-    // every time too.
+    // Buffers the strategy allocates around a collective are reused once glibc's
+    // dynamic threshold has risen, but it stops at 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX,
+    // 64-bit): a larger one is mapped afresh and unmapped at its free every time,
+    // so it pays first touch every time too.
     constexpr std::int64_t kAlwaysMapped = 32LL << 20;
     const bool fresh = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0;
     const bool first_touch = fresh && workload.profile.empty();
-    const auto fresh_ns = [&](std::int64_t bytes) {
-        return fresh && bytes > kAlwaysMapped ? static_cast<double>(bytes) / cal_->host.first_touch_gbps : 0.0;
+    const auto touch_ns = [&](std::int64_t bytes) {
+        return fresh ? static_cast<double>(bytes) / cal_->host.first_touch_gbps : 0.0;
     };
+    const auto fresh_ns = [&](std::int64_t bytes) { return bytes > kAlwaysMapped ? touch_ns(bytes) : 0.0; };
     std::vector<CollectiveKey> collective_keys;
     std::vector<double> collective_prices;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
@@ -298,7 +299,16 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                     for (const MemoryDelta& d : plan.memory_of(t))
                         if (d.category == MemCategory::gradients && d.bytes > 0)
                             ns += static_cast<double>(d.bytes) / cal_->host.first_touch_gbps;
-                if (t.fresh_output) ns += fresh_ns(t.bytes / 2);
+                // A pass's fresh output (FSDP's flat gradient) pays first touch at every
+                // size. It sits above the unit's gradients on the heap and is freed last,
+                // after its reduce-scatter, when those and the collective's temporary are
+                // free too: the heap's free top then exceeds glibc's trim threshold
+                // (twice the risen mmap threshold) and goes back to the OS. Measured:
+                // dtsim's executor under --allocator torch faults all 8 of an mlp-8x2048
+                // FULL_SHARD step's 16 MiB flat gradients, every step; torch 2.15 faulted
+                // 32-224 MiB a step in 10 runs, 100 MiB on average, against these
+                // 128 MiB (bench/results/torch_xcheck.md, 2026-11-28).
+                if (t.fresh_output) ns += touch_ns(t.bytes / 2);
                 break;
             case TaskKind::collective: {
                 // Plans repeat the same collective (per layer, per bucket): price each once.
