@@ -244,6 +244,22 @@ def dtsim_execute(dtsim: str, ranks: int, spec: list[str], a) -> float | None:
     return float(json.loads(r.stdout)["median_step_time_s"])
 
 
+def calibration_figures(cal: dict, layer_bytes: int) -> list[str]:
+    """The calibration's figures that move the 2-rank rows most between runs: the contention factors and the
+    allreduce of one layer's gradient (the nearest measured size), so that two runs' predictions can be told apart."""
+    ov = cal.get("overlap", {})
+    out = ["- calibration: compute under a collective x{:.2f}, a collective under compute x{:.2f}".format(
+        ov.get("compute_slowdown_under_comm", 0), ov.get("comm_slowdown_under_compute", 0))]
+    for curve in cal.get("collectives", []):
+        points = curve.get("points_size_bytes_time_us", [])
+        if curve.get("kind") != "allreduce" or curve.get("dtype", "fp32") != "fp32" or not points:
+            continue
+        size, us = min(points, key=lambda p: abs(p[0] - layer_bytes))
+        out[0] += f", allreduce of {size / 2**20:.0f} MiB {us / 1e3:.1f} ms"
+        break
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtsim", default=os.path.join(ROOT, "build", "ci", "cli", "dtsim"))
@@ -297,6 +313,7 @@ def main() -> int:
         lo, hi = min(w[i] for w in windows), max(w[i] for w in windows)
         lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
                      ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) + f" (windows {lo:.0f}-{hi:.0f} us)")
+    lines += calibration_figures(cal, a.width * a.width * 4)
     lines += ["", "| case | ranks | torch run 1 (ms) | torch run 2 (ms) | noise | dtsim (ms) | error "
                   "| dtsim execute (ms) | its error | torch's faults a step (MiB) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
