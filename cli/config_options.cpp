@@ -132,29 +132,7 @@ calib::Calibration load_hardware(const SimulateOptions& o) {
         changed.push_back(fmt::format("device memory {} GiB (--gpu-memory)", *o.gpu_memory_gib));
     }
     if (o.inter_node_gbps) {
-        if (!(*o.inter_node_gbps > 0) || *o.inter_node_gbps > 1e6)
-            throw ConfigError(fmt::format(
-                "--inter-node-gbps {}: expected a bus bandwidth per GPU in GB/s, more than 0 and at most 1e6",
-                *o.inter_node_gbps));
-        bool any = false;
-        for (auto& curve : c.collectives) {
-            if (curve.scope != calib::LinkScope::inter_node) continue;
-            curve.bus_bw_gbps = *o.inter_node_gbps;
-            curve.points.clear();  // measured at another bandwidth
-            any = true;
-        }
-        if (c.nccl.present()) {
-            // NCCL's multi-node graphs: one NIC per GPU, so a node's channels
-            // together carry the GPUs' bandwidth (8 x 400G NDR: 8 x 48 GB/s).
-            for (calib::NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes}) {
-                g->bw_intra_gbps = g->bw_inter_gbps = *o.inter_node_gbps * c.gpus_per_node / g->channels;
-            }
-            any = true;
-        }
-        if (!any)
-            throw ConfigError(fmt::format("--inter-node-gbps: '{}' has no inter-node collective curves to change; "
-                                          "use a preset or a calibration measured across nodes",
-                                          o.hardware));
+        calib::use_inter_node_bandwidth(c, *o.inter_node_gbps, o.hardware);
         changed.push_back(fmt::format("inter-node bus bandwidth {} GB/s per GPU (--inter-node-gbps)",
                                       *o.inter_node_gbps));
     }

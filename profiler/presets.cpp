@@ -487,6 +487,32 @@ void use_socket_network(Calibration& c, const NcclSocketNet& net) {
     c.nccl.socket = net;
 }
 
+void use_inter_node_bandwidth(Calibration& c, double gbps_per_gpu, std::string_view hardware) {
+    if (!(gbps_per_gpu > 0) || gbps_per_gpu > 1e6)
+        throw ConfigError(
+            fmt::format("--inter-node-gbps {}: expected a bus bandwidth per GPU in GB/s, more than 0 and at most 1e6",
+                        gbps_per_gpu));
+    bool any = false;
+    for (auto& curve : c.collectives) {
+        if (curve.scope != LinkScope::inter_node) continue;
+        curve.bus_bw_gbps = gbps_per_gpu;
+        curve.points.clear();  // measured at another bandwidth
+        any = true;
+    }
+    if (c.nccl.present()) {
+        // NCCL's multi-node graphs: one NIC per GPU, so a node's channels
+        // together carry the GPUs' bandwidth (8 x 400G NDR: 8 x 48 GB/s).
+        for (NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes})
+            g->bw_intra_gbps = g->bw_inter_gbps = gbps_per_gpu * c.gpus_per_node / g->channels;
+        any = true;
+    }
+    if (!any)
+        throw ConfigError(
+            fmt::format("--inter-node-gbps: '{}' has no inter-node collective curves to change; "
+                        "use a preset or a calibration measured across nodes",
+                        hardware));
+}
+
 std::string describe(const NcclSocketNet& net) {
     const auto* k = std::find_if(std::begin(kSocketKinds), std::end(kSocketKinds),
                                  [&](const SocketKind& s) { return s.vendor == net.vendor; });
