@@ -776,8 +776,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "FSDP's flat gradient is one copy pass per unit; under torch's allocator it pays first touch at every size, "
-    "the collectives' fresh buffers above 32 MiB") {
+    "FSDP's flat gradient is one copy pass per unit, paying first touch at every size under torch's allocator "
+    "(the collectives' fresh buffers above 32 MiB)") {
     // One unit, fp32 (param_dtype fp32): the root's flat gradient is every parameter, 4 bytes each.
     Config c = fsdp_config("gpt2", 1, 8);
     c.precision = Precision::fp32;
