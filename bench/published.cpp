@@ -103,6 +103,7 @@ void nccl_tables() {
     auto h100_4nic = h100;  // 4 x 400G RoCE per node
     h100_4nic.ring_nodes.channels = 4;
     h100_4nic.tree_nodes.channels = 4;
+    h100_4nic.nvls_nodes.channels = 4;  // NVLSTree: a channel per NIC
     struct NcclRow {
         std::string what;
         const dtsim::calib::NcclTopology* topology;
@@ -125,6 +126,13 @@ void nccl_tables() {
         {"5 x 8 H100, 4x400G RoCE, Tree, 1 GB (nccl#1368)", &h100_4nic, 40, 5, GiB, "tree", 150, false,
          "tree: A = B/2"},
         {"2 DGX A100, Ring, 8 B, us (nccl#812)", &a100, 16, 2, 8, "ring", 93, true, "NCCL 2.16.5 constants"},
+        // NVLSTree across nodes: no published nccl-tests table on DGX H100 with
+        // NCCL 2.30 and 8 x 400G IB was found; these are the nearest.
+        {"2 x 8 H100, 8x400G RoCE, NVLS on, 8 GB (nccl#1221)", &h100, 16, 2, 8 * GiB, "", 430, false, "NCCL 2.19.3"},
+        {"4 x 8 H100, 8x400G RoCE, NVLS on, 8 GB (nccl#1221)", &h100, 32, 4, 8 * GiB, "", 320, false,
+         "NCCL 2.19.3, RoCE"},
+        {"N x 8 H100, NVLS + Tree (GTC 2024 slide, nccl#1649)", &h100, 128, 16, 8 * GiB, "nvlstree", 375, false,
+         "node count not given"},
     };
     fmt::print(
         "\nTable 4: allreduce bus bandwidth (GB/s; time in us where marked), published nccl-tests against "

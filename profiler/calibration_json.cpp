@@ -59,6 +59,7 @@ Json nccl_json(const NcclTopology& t) {
               {"nvls_node", nccl_graph_json(t.nvls_node)},
               {"ring_nodes", nccl_graph_json(t.ring_nodes)},
               {"tree_nodes", nccl_graph_json(t.tree_nodes)},
+              {"nvls_nodes", nccl_graph_json(t.nvls_nodes)},
               {"channels_node", t.channels_node},
               {"channels_nodes", t.channels_nodes},
               {"gpus_per_node", t.gpus_per_node}};
@@ -184,12 +185,16 @@ NcclTopology read_nccl(const JsonView& v) {
     t.ring_nodes = read_nccl_graph(v.at("ring_nodes"));
     t.tree_nodes = read_nccl_graph(v.at("tree_nodes"));
     if (v.has("nvls_node")) t.nvls_node = read_nccl_graph(v.at("nvls_node"));
+    if (v.has("nvls_nodes")) t.nvls_nodes = read_nccl_graph(v.at("nvls_nodes"));
     for (auto [key, graph] : {std::pair{"ring_node", &t.ring_node}, std::pair{"tree_node", &t.tree_node},
                               std::pair{"ring_nodes", &t.ring_nodes}, std::pair{"tree_nodes", &t.tree_nodes}})
         if (graph->channels < 1 || graph->bw_intra_gbps <= 0 || graph->bw_inter_gbps <= 0)
             v.fail(key, "expected a graph of at least 1 channel with positive bandwidths");
     if (t.nvls && (t.nvls_node.channels < 2 || t.nvls_node.bw_intra_gbps <= 0 || t.nvls_node.bw_inter_gbps <= 0))
         v.fail("nvls_node", "nvls is true: expected a graph of at least 2 channels with positive bandwidths");
+    if (t.nvls_nodes.channels != 0 &&
+        (t.nvls_nodes.channels < 2 || t.nvls_nodes.bw_intra_gbps <= 0 || t.nvls_nodes.bw_inter_gbps <= 0))
+        v.fail("nvls_nodes", "expected no graph (0 channels) or one of at least 2 channels with positive bandwidths");
     t.channels_node = static_cast<int>(v.integer_within("channels_node", kNcclChannels));
     t.channels_nodes = static_cast<int>(v.integer_within("channels_nodes", kNcclChannels));
     t.gpus_per_node = v.has("gpus_per_node") ? static_cast<int>(v.integer_within("gpus_per_node", kGpusPerNode)) : 8;

@@ -45,7 +45,7 @@ constexpr Bf16Curve kGH100Bf16 = {
 // An NVSwitch node whose tree graphs are its ring graphs (as the search finds
 // them on these nodes), with NICs beside the GPUs and one NIC per GPU.
 constexpr NcclTopology nvswitch_node(int sm, bool amd_cpu, NcclGraph ring_node, NcclGraph nvls_node,
-                                     NcclGraph ring_nodes, int channels_node) {
+                                     NcclGraph ring_nodes, int channels_node, NcclGraph nvls_nodes = {}) {
     NcclTopology t;
     t.sm = sm;
     t.amd_cpu = amd_cpu;
@@ -53,14 +53,19 @@ constexpr NcclTopology nvswitch_node(int sm, bool amd_cpu, NcclGraph ring_node, 
     t.ring_node = t.tree_node = ring_node;
     t.nvls_node = nvls_node;
     t.ring_nodes = t.tree_nodes = ring_nodes;
+    t.nvls_nodes = nvls_nodes;
     t.channels_node = channels_node;
     t.channels_nodes = 16;
     return t;
 }
 // DGX/HGX H100 and H200: NVLink 4 (18 x 20.6 GB/s) gives a ring of 6 x 60,
 // doubled to 12 x 30; NVLS 8 channels (40 in, 60 out); 8 x 400G NDR give
-// 8 x 48 across nodes (not doubled, 48 < 50). Intel Xeon hosts.
-constexpr NcclTopology kHgxH100Nccl = nvswitch_node(90, false, {12, 30, 30}, {8, 40, 60}, {8, 48, 48}, 24);
+// 8 x 48 across nodes (not doubled, 48 < 50). Intel Xeon hosts. NVLSTree
+// across nodes: one channel per NIC, at most 8; each head GPU's NVLink
+// carries (channels + 1) x bwIntra of its 370.8 GB/s, so the search settles
+// on 8 x 40 inside, then raises only bwInter to the NIC path's 48
+// (docs/notes/nccl-tuning.md §1.1).
+constexpr NcclTopology kHgxH100Nccl = nvswitch_node(90, false, {12, 30, 30}, {8, 40, 60}, {8, 48, 48}, 24, {8, 40, 48});
 // DGX A100: NVLink 3 (12 x 20 GB/s) gives 6 x 40 doubled to 12 x 20; 8 x 200G
 // HDR behind PCIe Gen4 give 8 x 24. AMD EPYC hosts. No NVLS before Hopper.
 constexpr NcclTopology kDgxA100Nccl = nvswitch_node(80, true, {12, 20, 20}, {}, {8, 24, 24}, 24);
@@ -485,6 +490,7 @@ void use_socket_network(Calibration& c, const NcclSocketNet& net) {
     c.nccl.channels_nodes = channels;
     c.nccl.nic_near_gpu = false;
     c.nccl.socket = net;
+    c.nccl.nvls_nodes = {};  // NVLSTree's graph over sockets is not worked out: dtsim leaves it out
 }
 
 void use_inter_node_bandwidth(Calibration& c, double gbps_per_gpu, std::string_view hardware) {
@@ -504,6 +510,12 @@ void use_inter_node_bandwidth(Calibration& c, double gbps_per_gpu, std::string_v
         // together carry the GPUs' bandwidth (8 x 400G NDR: 8 x 48 GB/s).
         for (NcclGraph* g : {&c.nccl.ring_nodes, &c.nccl.tree_nodes})
             g->bw_intra_gbps = g->bw_inter_gbps = gbps_per_gpu * c.gpus_per_node / g->channels;
+        // NVLSTree's channels, one per NIC, run at the NIC's rate; inside the
+        // node the search starts from the same speed, NVLink permitting.
+        if (NcclGraph& g = c.nccl.nvls_nodes; g.channels > 0) {
+            g.bw_inter_gbps = gbps_per_gpu * c.gpus_per_node / g.channels;
+            g.bw_intra_gbps = std::min(g.bw_intra_gbps, g.bw_inter_gbps);
+        }
         any = true;
     }
     if (!any)

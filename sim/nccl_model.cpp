@@ -41,6 +41,9 @@ constexpr double kRingLl128Cap[2] = {20.0, 36.7};                   // per chann
 constexpr double kTreeLl128Cap[2][3] = {{20, 20, 20}, {36.7, 36.7, 29.0}};
 constexpr double kTreeCap[2][3] = {{24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}};
 constexpr double kNvlsEfficiency[2] = {0.85, 0.74};  // Hopper, Blackwell
+// perChMaxNVLSTreeBws: NVLSTree's bandwidth per channel, Hopper and Blackwell,
+// by node count (1 node: unused, NVLSTree needs several).
+constexpr double kNvlsTreeCap[2][3] = {{0, 57.7, 45.5}, {0, 96.0, 80.0}};
 // treeCorrectionFactor[proto][log2(bytes / 64)], 64 B ... 512 MiB.
 constexpr double kTreeCorrection[kNcclProtos][24] = {
     {1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1, 1},
@@ -285,8 +288,9 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
         const auto algo = static_cast<NcclAlgo>(a);
         if (!(env.algos[k] & (1u << a))) continue;
         // Which algorithms run this collective here (§2.1-2.2). CollNet needs a
-        // SHARP plugin and is off by default; multi-node NVLS needs CollNet too,
-        // and NVLSTree's multi-node graph is not worked out in dtsim.
+        // SHARP plugin and is off by default; multi-node NVLS needs CollNet too.
+        // NVLSTree: allreduce across NVSwitch nodes (ncclTopoTuneModel drops it
+        // on one node), sums of the NVLS types, over the NVLS graph's NICs.
         bool available = false;
         switch (algo) {
             case NcclAlgo::ring: available = true; break;
@@ -295,22 +299,26 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
                 available = t.nvls && gen == 1 && t.nvls_node.channels >= 2 && N == 1 && nvls_dtype &&
                             (allreduce || (gather_scatter && ppn <= 32));
                 break;
+            case NcclAlgo::nvls_tree:
+                available = allreduce && t.nvls && t.sm >= 90 && N > 1 && nvls_dtype && t.nvls_nodes.channels >= 2;
+                break;
             case NcclAlgo::pat: available = gather_scatter && ppn == 1 && N > 1; break;
             case NcclAlgo::collnet_direct:
-            case NcclAlgo::collnet_chain:
-            case NcclAlgo::nvls_tree: available = false; break;
+            case NcclAlgo::collnet_chain: available = false; break;
         }
         if (!available) continue;
         const bool simple_only = algo != NcclAlgo::ring && algo != NcclAlgo::tree;
-        const calib::NcclGraph& graph = algo == NcclAlgo::tree   ? (N == 1 ? t.tree_node : t.tree_nodes)
-                                        : algo == NcclAlgo::nvls ? t.nvls_node
-                                                                 : (N == 1 ? t.ring_node : t.ring_nodes);
+        const calib::NcclGraph& graph = algo == NcclAlgo::tree        ? (N == 1 ? t.tree_node : t.tree_nodes)
+                                        : algo == NcclAlgo::nvls      ? t.nvls_node
+                                        : algo == NcclAlgo::nvls_tree ? t.nvls_nodes
+                                                                      : (N == 1 ? t.ring_node : t.ring_nodes);
         // Across nodes, a job on part of a node reaches only its GPUs' NICs
         // (a socket network's NICs serve the whole node).
         const double nic_share =
             N > 1 && !sockets ? std::min(1.0, static_cast<double>(ppn) / std::max(1, t.gpus_per_node)) : 1.0;
         const double nch =
             algo == NcclAlgo::nvls ? graph.channels : std::max(1.0, std::round(graph.channels * nic_share));
+        if (algo == NcclAlgo::nvls_tree && nch < 2) continue;  // ncclTopoTuneModel: NVLS needs 2 channels
         const double channel_bw = N <= 2 ? graph.bw_intra_gbps : graph.bw_inter_gbps;
         const double B = nch * channel_bw;
         // The launched channels' flows against the graph's channels at the NIC's speed.
@@ -339,11 +347,17 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
                                                       : b1;
                     break;
                 }
-                case NcclAlgo::nvls: {
+                case NcclAlgo::nvls:
+                case NcclAlgo::nvls_tree: {
                     const double eff = kNvlsEfficiency[t.sm >= 100 ? 1 : 0];
                     const double intra = graph.bw_intra_gbps * eff * (nch - 1) / nch *
                                          (allreduce ? 2.0 : static_cast<double>(ppn - 1) / ppn);
-                    bus = nch * std::min(intra, graph.bw_inter_gbps);
+                    if (algo == NcclAlgo::nvls) {
+                        bus = nch * std::min(intra, graph.bw_inter_gbps);
+                    } else {  // the NICs' rate, doubled on two nodes, and a cap per channel
+                        const double inter = graph.bw_inter_gbps * (N <= 2 ? 2.0 : 1.0);
+                        bus = nch * std::min({intra, inter, kNvlsTreeCap[t.sm >= 100 ? 1 : 0][node_idx]});
+                    }
                     break;
                 }
                 case NcclAlgo::pat: bus = 0.75 * B; break;
@@ -374,6 +388,7 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
                     break;
                 case NcclAlgo::tree: latency = base + 2.0 * ((ppn - 1) * h_intra + log2_nodes * h_net); break;
                 case NcclAlgo::nvls: latency = h_intra; break;
+                case NcclAlgo::nvls_tree: latency = base + h_intra + 2.0 * log2_nodes * h_net; break;
                 case NcclAlgo::pat: latency = base + log2_nodes * h_net / 3.5 + 2.8 * n; break;
                 default: break;
             }
@@ -391,7 +406,9 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
             const double estimate = latency * ring_plateau(c_default) + S / (1000.0 * algbw);
             if (estimate < best_estimate) {
                 best_estimate = estimate;
-                const double launched_bw = algo == NcclAlgo::nvls ? algbw : algbw * channel_share * socket_share;
+                // NVLS launches its own channel count (NCCL_NVLS_NCHANNELS), not NCCL_MAX_NCHANNELS's.
+                const bool own_channels = algo == NcclAlgo::nvls || algo == NcclAlgo::nvls_tree;
+                const double launched_bw = own_channels ? algbw : algbw * channel_share * socket_share;
                 best = {algo,  proto,    latency * ring_plateau(c_default),
                         algbw, estimate, latency * ring_plateau(c_used) + S / (1000.0 * launched_bw)};
             }
@@ -402,7 +419,8 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
             "--env NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for {} on {} ranks over {} node(s); NCCL "
             "fails so at init (\"No algorithm/protocol available\"). Here {} can run {}",
             kFunctionNames[k], n, N, kFunctionNames[k],
-            allreduce        ? "Ring and Tree (LL, LL128, Simple), and NVLS (Simple) on one NVSwitch node"
+            allreduce ? "Ring and Tree (LL, LL128, Simple), NVLS (Simple) on one NVSwitch node and NVLSTree (Simple) "
+                        "across NVSwitch nodes"
             : gather_scatter ? "Ring (LL, LL128, Simple), NVLS on one NVSwitch node and PAT with one GPU per node"
                              : "Ring only"));
     return best;

@@ -76,16 +76,63 @@ TEST_CASE("NCCL model: across nodes a small allreduce takes the tree, whose late
 }
 
 TEST_CASE("NCCL model: large allreduce busbw stays flat with scale (ring, then tree), 16 to 4096 GPUs") {
+    // Without NVSwitch multicast (NCCL_ALGO=^NVLSTree; A100s have none): the ring, then the tree.
+    const std::vector<std::pair<std::string, std::string>> no_nvls = {{"NCCL_ALGO", "^nvlstree"}};
     const double at16 = busbw(CollectiveKind::allreduce, 16 * GiB, 16,
-                              choose(h100(), CollectiveKind::allreduce, 16 * GiB, 16, 2).time_us);
+                              choose(h100(), CollectiveKind::allreduce, 16 * GiB, 16, 2, no_nvls).time_us);
     // A ring of 8 channels x 48 GB/s: 384 GB/s busbw, less its latency.
     CHECK(at16 == Approx(384).epsilon(0.02));
-    const auto big = choose(h100(), CollectiveKind::allreduce, 16 * GiB, 4096, 512);
+    const auto big = choose(h100(), CollectiveKind::allreduce, 16 * GiB, 4096, 512, no_nvls);
     CHECK(big.algo ==
           NcclAlgo::tree);  // the ring's latency (2 x 4095 steps, x 1.4) costs more than the tree's bandwidth
     const double at4096 = busbw(CollectiveKind::allreduce, 16 * GiB, 4096, big.time_us);
     CHECK(at4096 >= 0.74 * at16);  // NCCL's own tables: 383 -> 287 GB/s (docs/notes/nccl-tuning.md §4)
     CHECK(at4096 < at16);
+    // With it, NVLSTree: 8 x 45.5 = 364 GB/s from 3 nodes on, less a latency that grows with log2 of the nodes.
+    const auto nvls = choose(h100(), CollectiveKind::allreduce, 16 * GiB, 4096, 512);
+    CHECK(nvls.algo == NcclAlgo::nvls_tree);
+    CHECK(busbw(CollectiveKind::allreduce, 16 * GiB, 4096, nvls.time_us) == Approx(364).epsilon(0.02));
+}
+
+TEST_CASE("NCCL model: NVLSTree across DGX H100 nodes, as tuning.cc prices it and NCCL picks it") {
+    // The NVLS graph across nodes: 8 channels (a NIC each), 40 GB/s inside, 48 across.
+    // Bus bandwidth nCh x min(intra 40 x 0.85 x 7/8 x 2, inter 48 (x 2 on two nodes), Hopper's cap 57.7 | 45.5);
+    // algorithm bandwidth x n / 2(n - 1) as a ring's; latency NVLink 25 + 2 log2(N) x NET 20.9 us.
+    const double intra = 40 * 0.85 * 7.0 / 8.0 * 2;
+    struct Case {
+        int nodes;
+        double bus;
+    };
+    for (const Case k : {Case{2, 8 * std::min({intra, 96.0, 57.7})}, Case{16, 8 * std::min({intra, 48.0, 45.5})}}) {
+        INFO(k.nodes << " nodes");
+        const int n = 8 * k.nodes;
+        const auto c = choose(h100(), CollectiveKind::allreduce, GiB, n, k.nodes);
+        CHECK(c.algo == NcclAlgo::nvls_tree);
+        CHECK(c.proto == NcclProto::simple);
+        const double latency = 25 + 2 * std::floor(std::log2(k.nodes)) * 20.9;
+        CHECK(c.latency_us == Approx(latency));
+        CHECK(c.time_us == Approx(latency + GiB / (1000 * k.bus * n / (2.0 * (n - 1)))));
+    }
+    CHECK(8 * std::min({intra, 96.0, 57.7}) == Approx(461.6));
+    // On 4 nodes the ring (8 x 48 = 384 GB/s, latency x 1.4) still wins 1 GiB, by about 10 us.
+    const auto four = choose(h100(), CollectiveKind::allreduce, GiB, 32, 4);
+    CHECK(four.algo == NcclAlgo::ring);
+    NcclEnv only = parse_nccl_env({{"NCCL_ALGO", "nvlstree"}});
+    const auto forced = nccl_choose(h100(), CollectiveKind::allreduce, GiB, 32, 4, DType::bf16, only);
+    CHECK(forced.estimate_us - four.estimate_us == Approx(10).margin(2));
+    // Not on one node (NVLS there), not for other collectives, not for 8-bit types, not over sockets.
+    CHECK_THROWS_AS(nccl_choose(h100(), CollectiveKind::allreduce, GiB, 8, 1, DType::bf16, only), ConfigError);
+    CHECK_THROWS_AS(nccl_choose(h100(), CollectiveKind::allgather, GiB, 16, 2, DType::bf16, only), ConfigError);
+    calib::Calibration tcp = calib::load_hardware("h100-sxm");
+    calib::use_socket_network(tcp, calib::parse_socket_network("ethernet:1x100"));
+    CHECK(nccl_choose(tcp.nccl, CollectiveKind::allreduce, GiB, 16, 2, DType::bf16, {}).algo != NcclAlgo::nvls_tree);
+    // A100s have no NVSwitch multicast.
+    CHECK(choose(a100(), CollectiveKind::allreduce, GiB, 16, 2).algo != NcclAlgo::nvls_tree);
+    // --inter-node-gbps slows its NICs too: 12.5 GB/s a GPU is 12.5 a channel.
+    calib::Calibration slow = calib::load_hardware("h100-sxm");
+    calib::use_inter_node_bandwidth(slow, 12.5, "h100-sxm");
+    CHECK(slow.nccl.nvls_nodes.bw_inter_gbps == Approx(12.5));
+    CHECK(slow.nccl.nvls_nodes.bw_intra_gbps == Approx(12.5));
 }
 
 TEST_CASE("NCCL model: a large allreduce in one H100 node is NVLS at 476 GB/s busbw, and NCCL_ALGO=ring gives 360") {
@@ -198,6 +245,7 @@ TEST_CASE("NCCL model agrees with published nccl-tests bus bandwidths within 5 %
     calib::NcclTopology h100_4nic = h100();  // 4 x 400G RoCE per node (nccl#1368)
     h100_4nic.ring_nodes.channels = 4;
     h100_4nic.tree_nodes.channels = 4;
+    h100_4nic.nvls_nodes.channels = 4;  // NVLSTree: a channel per NIC
     const Row rows[] = {
         {"8x A100 SXM, 1 node, 8 GB (nccl-tests#149)", &a100(), 8, 1, 8'000'000'000, 230},
         {"HGX A100 80GB, 1 node, 4 GB (nccl-tests#175)", &a100(), 8, 1, 4 * GiB, 232.54},

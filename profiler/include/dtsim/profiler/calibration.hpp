@@ -193,6 +193,9 @@ struct NcclTopology {
     bool nic_near_gpu = true;  // the NIC is on the GPU's PCIe switch (typeInter <= PXN): LL128 across nodes
     NcclGraph ring_node, tree_node, nvls_node;  // one node
     NcclGraph ring_nodes, tree_nodes;           // more than one node
+    // NVLSTree's graph across nodes: one channel per NIC, each headed by the
+    // NIC's own GPU (search.cc ncclTopoSearchRecNet with the NVLS pattern).
+    NcclGraph nvls_nodes;
     int channels_node = 0, channels_nodes = 0;  // channels launched (connect.cc ncclTopoPostset)
     // The GPUs per node the graphs describe, each with its own NIC. A job on
     // fewer GPUs of a node reaches only their NICs: the multi-node graphs keep
