@@ -195,6 +195,8 @@ NcclTopology read_nccl(const JsonView& v) {
     if (t.nvls_nodes.channels != 0 &&
         (t.nvls_nodes.channels < 2 || t.nvls_nodes.bw_intra_gbps <= 0 || t.nvls_nodes.bw_inter_gbps <= 0))
         v.fail("nvls_nodes", "expected no graph (0 channels) or one of at least 2 channels with positive bandwidths");
+    if (t.nvls_nodes.channels != 0 && !t.nvls)
+        v.fail("nvls_nodes", "nvls is false (no NVLink SHARP): expected no graph (0 channels)");
     t.channels_node = static_cast<int>(v.integer_within("channels_node", kNcclChannels));
     t.channels_nodes = static_cast<int>(v.integer_within("channels_nodes", kNcclChannels));
     t.gpus_per_node = v.has("gpus_per_node") ? static_cast<int>(v.integer_within("gpus_per_node", kGpusPerNode)) : 8;
@@ -209,6 +211,8 @@ NcclTopology read_nccl(const JsonView& v) {
         t.socket.nics = static_cast<int>(s.integer_within("nics", kSocketNics));
         t.socket.nic_gbps = s.number_within("nic_gbps", kRateGbps);
         t.socket.flow_gbps = s.number_within("flow_gbps", kRateGbps);
+        if (t.nvls_nodes.channels != 0)
+            v.fail("nvls_nodes", "the nodes talk over sockets (socket): expected no NVLSTree graph (0 channels)");
     }
     return t;
 }

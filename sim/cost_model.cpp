@@ -307,7 +307,10 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 // dtsim's executor under --allocator torch faults all 8 of an mlp-8x2048
                 // FULL_SHARD step's 16 MiB flat gradients, every step; torch 2.15 faulted
                 // 32-224 MiB a step in 10 runs, 100 MiB on average, against these
-                // 128 MiB (bench/results/torch_xcheck.md, 2026-11-28).
+                // 128 MiB (bench/results/torch_xcheck.md, 2026-11-28). Measured on units
+                // of one size and one micro-step a step: where a larger unit has raised
+                // the threshold further, or no_sync keeps the gradient, glibc may keep
+                // it instead, and this charge is an upper bound.
                 if (t.fresh_output) ns += touch_ns(t.bytes / 2);
                 break;
             case TaskKind::collective: {

@@ -25,7 +25,7 @@ int idx(NcclAlgo a) {
 
 // tuning.cc ncclTunerConstantsDefaults, NCCL 2.30.7 (docs/notes/nccl-tuning.md
 // §1.5). Rows: Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT;
-// columns: LL, LL128, Simple. CollNet, NVLS and PAT run Simple only.
+// columns: LL, LL128, Simple. CollNet, NVLS, NVLSTree and PAT run Simple only.
 constexpr double kBaseLat[kNcclAlgos][kNcclProtos] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0},      {0, 0, 0},
                                                       {0, 0, 0},        {0, 0, 0},        {8.0, 8.0, 8.0}};
 enum HwPath { kNvlink, kPci, kNet };
@@ -252,15 +252,14 @@ std::pair<int, int> nccl_socket_suggestion(const calib::NcclSocketNet& net) {
     return {threads, socks};
 }
 
-NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::int64_t bytes, int ranks, int nodes,
-                       DType dtype, const NcclEnv& env) {
+std::vector<NcclTableCell> nccl_tuning_table(const calib::NcclTopology& t, CollectiveKind kind, int ranks, int nodes,
+                                             DType dtype, const NcclEnv& env) {
     const int n = ranks, N = std::max(1, nodes), ppn = std::max(1, ranks / std::max(1, nodes));
     const bool allreduce = kind == CollectiveKind::allreduce;
     const bool gather_scatter = kind == CollectiveKind::allgather || kind == CollectiveKind::reduce_scatter;
     const auto k = static_cast<std::size_t>(kind);
     const int gen = t.sm >= 90 ? 1 : 0;
     const int node_idx = N == 1 ? 0 : N == 2 ? 1 : 2;
-    const double S = static_cast<double>(bytes);
     const int nsteps = allreduce ? 2 * (n - 1) : gather_scatter ? n - 1 : n;
     const int log2_nodes = static_cast<int>(std::floor(std::log2(static_cast<double>(N))));
     const double ll_max = N == 1 ? kLlMaxOneNode[gen] : kLlMaxNodes[t.amd_cpu ? 1 : 0][N == 2 ? 0 : 1];
@@ -282,8 +281,7 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
     const bool sockets = N > 1 && t.socket.present();
     const double socket_channel_gbps = sockets ? nccl_sockets(t.socket, env).channel_gbps : 0.0;
 
-    NcclChoice best;
-    double best_estimate = std::numeric_limits<double>::infinity();
+    std::vector<NcclTableCell> cells;
     for (int a = 0; a < kNcclAlgos; ++a) {
         const auto algo = static_cast<NcclAlgo>(a);
         if (!(env.algos[k] & (1u << a))) continue;
@@ -300,7 +298,9 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
                             (allreduce || (gather_scatter && ppn <= 32));
                 break;
             case NcclAlgo::nvls_tree:
-                available = allreduce && t.nvls && t.sm >= 90 && N > 1 && nvls_dtype && t.nvls_nodes.channels >= 2;
+                // Not over sockets: its graph there is not worked out (use_socket_network drops it too).
+                available =
+                    allreduce && t.nvls && t.sm >= 90 && N > 1 && !sockets && nvls_dtype && t.nvls_nodes.channels >= 2;
                 break;
             case NcclAlgo::pat: available = gather_scatter && ppn == 1 && N > 1; break;
             case NcclAlgo::collnet_direct:
@@ -392,26 +392,48 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
                 case NcclAlgo::pat: latency = base + log2_nodes * h_net / 3.5 + 2.8 * n; break;
                 default: break;
             }
-            // Time (§1.4).
-            if (algo == NcclAlgo::tree && allreduce && S >= 64) {
-                const int i = static_cast<int>(std::floor(std::log2(S / 64)));
-                if (i >= 0 && i <= 22) algbw *= kTreeCorrection[p][i];
-            }
-            const auto ring_plateau = [&](int channels) {
-                return algo == NcclAlgo::ring && proto == NcclProto::simple && allreduce && N > 1 &&
-                               S / (static_cast<double>(channels) * n) >= 64
-                           ? 1.4
-                           : 1.0;
-            };
-            const double estimate = latency * ring_plateau(c_default) + S / (1000.0 * algbw);
-            if (estimate < best_estimate) {
-                best_estimate = estimate;
-                // NVLS launches its own channel count (NCCL_NVLS_NCHANNELS), not NCCL_MAX_NCHANNELS's.
-                const bool own_channels = algo == NcclAlgo::nvls || algo == NcclAlgo::nvls_tree;
-                const double launched_bw = own_channels ? algbw : algbw * channel_share * socket_share;
-                best = {algo,  proto,    latency * ring_plateau(c_default),
-                        algbw, estimate, latency * ring_plateau(c_used) + S / (1000.0 * launched_bw)};
-            }
+            // NVLS launches its own channel count (NCCL_NVLS_NCHANNELS), not NCCL_MAX_NCHANNELS's.
+            const bool own_channels = algo == NcclAlgo::nvls || algo == NcclAlgo::nvls_tree;
+            cells.push_back({algo, proto, latency, algbw, own_channels ? 1.0 : channel_share * socket_share,
+                             own_channels ? c_default : c_used});
+        }
+    }
+    return cells;
+}
+
+NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::int64_t bytes, int ranks, int nodes,
+                       DType dtype, const NcclEnv& env) {
+    const int n = ranks, N = std::max(1, nodes);
+    const bool allreduce = kind == CollectiveKind::allreduce;
+    const bool gather_scatter = kind == CollectiveKind::allgather || kind == CollectiveKind::reduce_scatter;
+    const auto k = static_cast<std::size_t>(kind);
+    const int c_default = N == 1 ? t.channels_node : t.channels_nodes;
+    const double S = static_cast<double>(bytes);
+    NcclChoice best;
+    double best_estimate = std::numeric_limits<double>::infinity();
+    for (const NcclTableCell& cell : nccl_tuning_table(t, kind, ranks, nodes, dtype, env)) {
+        // Time (§1.4): ncclTopoGetAlgoTime's corrections, which the table leaves out.
+        double algbw = cell.algbw_gbps;
+        if (cell.algo == NcclAlgo::tree && allreduce && S >= 64) {
+            const int i = static_cast<int>(std::floor(std::log2(S / 64)));
+            if (i >= 0 && i <= 22) algbw *= kTreeCorrection[static_cast<int>(cell.proto)][i];
+        }
+        const auto ring_plateau = [&](int channels) {
+            return cell.algo == NcclAlgo::ring && cell.proto == NcclProto::simple && allreduce && N > 1 &&
+                           S / (static_cast<double>(channels) * n) >= 64
+                       ? 1.4
+                       : 1.0;
+        };
+        const double estimate = cell.latency_us * ring_plateau(c_default) + S / (1000.0 * algbw);
+        if (estimate < best_estimate) {
+            best_estimate = estimate;
+            const double launched_bw = algbw * cell.launched_share;
+            best = {cell.algo,
+                    cell.proto,
+                    cell.latency_us * ring_plateau(c_default),
+                    algbw,
+                    estimate,
+                    cell.latency_us * ring_plateau(cell.launched_channels) + S / (1000.0 * launched_bw)};
         }
     }
     if (!std::isfinite(best_estimate))
@@ -419,8 +441,8 @@ NcclChoice nccl_choose(const calib::NcclTopology& t, CollectiveKind kind, std::i
             "--env NCCL_ALGO/NCCL_PROTO leave no algorithm and protocol for {} on {} ranks over {} node(s); NCCL "
             "fails so at init (\"No algorithm/protocol available\"). Here {} can run {}",
             kFunctionNames[k], n, N, kFunctionNames[k],
-            allreduce ? "Ring and Tree (LL, LL128, Simple), NVLS (Simple) on one NVSwitch node and NVLSTree (Simple) "
-                        "across NVSwitch nodes"
+            allreduce ? "Ring and Tree (LL, LL128, Simple), NVLS (Simple) on one node with NVLink SHARP (H100, H200) "
+                        "and NVLSTree (Simple) across such nodes with 2 or more GPUs and NICs a node"
             : gather_scatter ? "Ring (LL, LL128, Simple), NVLS on one NVSwitch node and PAT with one GPU per node"
                              : "Ring only"));
     return best;

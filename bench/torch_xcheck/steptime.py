@@ -248,11 +248,16 @@ def calibration_figures(cal: dict, layer_bytes: int) -> list[str]:
     """The calibration's figures that move the 2-rank rows most between runs: the contention factors and the
     allreduce of one layer's gradient (the nearest measured size), so that two runs' predictions can be told apart."""
     ov = cal.get("overlap", {})
-    out = ["- calibration: compute under a collective x{:.2f}, a collective under compute x{:.2f}".format(
-        ov.get("compute_slowdown_under_comm", 0), ov.get("comm_slowdown_under_compute", 0))]
+
+    def factor(key: str) -> str:
+        return f"x{ov[key]:.2f}" if key in ov else "n/a"
+
+    out = [f"- calibration: compute under a collective {factor('compute_slowdown_under_comm')}, "
+           f"a collective under compute {factor('comm_slowdown_under_compute')}"]
     for curve in cal.get("collectives", []):
         points = curve.get("points_size_bytes_time_us", [])
-        if curve.get("kind") != "allreduce" or curve.get("dtype", "fp32") != "fp32" or not points:
+        if (curve.get("kind") != "allreduce" or curve.get("dtype", "fp32") != "fp32" or not points
+                or curve.get("group_size") != 2 or curve.get("scope", "intra_node") != "intra_node"):
             continue
         size, us = min(points, key=lambda p: abs(p[0] - layer_bytes))
         out[0] += f", allreduce of {size / 2**20:.0f} MiB {us / 1e3:.1f} ms"

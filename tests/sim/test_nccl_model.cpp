@@ -11,6 +11,7 @@
 #include "dtsim/sim/timeline.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -95,15 +96,15 @@ TEST_CASE("NCCL model: large allreduce busbw stays flat with scale (ring, then t
 }
 
 TEST_CASE("NCCL model: NVLSTree across DGX H100 nodes, as tuning.cc prices it and NCCL picks it") {
-    // The NVLS graph across nodes: 8 channels (a NIC each), 40 GB/s inside, 48 across.
-    // Bus bandwidth nCh x min(intra 40 x 0.85 x 7/8 x 2, inter 48 (x 2 on two nodes), Hopper's cap 57.7 | 45.5);
-    // algorithm bandwidth x n / 2(n - 1) as a ring's; latency NVLink 25 + 2 log2(N) x NET 20.9 us.
-    const double intra = 40 * 0.85 * 7.0 / 8.0 * 2;
+    // The NVLS graph across nodes: 8 channels (a NIC each), 40 GB/s inside, 48 across. Bus bandwidth,
+    // worked by hand in docs/notes/nccl-tuning.md §1.1.1: 8 x min(intra 40 x 0.85 x 7/8 x 2 = 59.5, inter 48
+    // (96 on two nodes), Hopper's cap 57.7 on two nodes, 45.5 beyond) = 461.6 and 364 GB/s; algorithm
+    // bandwidth x n / 2(n - 1) as a ring's; latency NVLink 25 + 2 log2(N) x NET 20.9 us.
     struct Case {
         int nodes;
         double bus;
     };
-    for (const Case k : {Case{2, 8 * std::min({intra, 96.0, 57.7})}, Case{16, 8 * std::min({intra, 48.0, 45.5})}}) {
+    for (const Case k : {Case{2, 461.6}, Case{16, 364.0}}) {
         INFO(k.nodes << " nodes");
         const int n = 8 * k.nodes;
         const auto c = choose(h100(), CollectiveKind::allreduce, GiB, n, k.nodes);
@@ -113,16 +114,21 @@ TEST_CASE("NCCL model: NVLSTree across DGX H100 nodes, as tuning.cc prices it an
         CHECK(c.latency_us == Approx(latency));
         CHECK(c.time_us == Approx(latency + GiB / (1000 * k.bus * n / (2.0 * (n - 1)))));
     }
-    CHECK(8 * std::min({intra, 96.0, 57.7}) == Approx(461.6));
     // On 4 nodes the ring (8 x 48 = 384 GB/s, latency x 1.4) still wins 1 GiB, by about 10 us.
     const auto four = choose(h100(), CollectiveKind::allreduce, GiB, 32, 4);
     CHECK(four.algo == NcclAlgo::ring);
     NcclEnv only = parse_nccl_env({{"NCCL_ALGO", "nvlstree"}});
     const auto forced = nccl_choose(h100(), CollectiveKind::allreduce, GiB, 32, 4, DType::bf16, only);
     CHECK(forced.estimate_us - four.estimate_us == Approx(10).margin(2));
-    // Not on one node (NVLS there), not for other collectives, not for 8-bit types, not over sockets.
+    // Not on one node (NVLS there), not for other collectives, not with one GPU a node (nvls.cc: gpuCount < 2),
+    // not over sockets.
     CHECK_THROWS_AS(nccl_choose(h100(), CollectiveKind::allreduce, GiB, 8, 1, DType::bf16, only), ConfigError);
     CHECK_THROWS_AS(nccl_choose(h100(), CollectiveKind::allgather, GiB, 16, 2, DType::bf16, only), ConfigError);
+    CHECK_THROWS_AS(nccl_choose(h100(), CollectiveKind::allreduce, GiB, 16, 16, DType::bf16, only), ConfigError);
+    // Four GPUs a node reach four NICs: 4 channels, 4 x min(40 x 0.85 x 3/4 x 2 = 51, 96, 57.7) = 204 GB/s on two
+    // nodes (the full node's 40 GB/s inside: an assumption, §1.1.1).
+    const auto half = nccl_choose(h100(), CollectiveKind::allreduce, GiB, 8, 2, DType::bf16, only);
+    CHECK(half.time_us == Approx(66.8 + GiB / (1000 * 204.0 * 8 / 14)));
     calib::Calibration tcp = calib::load_hardware("h100-sxm");
     calib::use_socket_network(tcp, calib::parse_socket_network("ethernet:1x100"));
     CHECK(nccl_choose(tcp.nccl, CollectiveKind::allreduce, GiB, 16, 2, DType::bf16, {}).algo != NcclAlgo::nvls_tree);
@@ -133,6 +139,10 @@ TEST_CASE("NCCL model: NVLSTree across DGX H100 nodes, as tuning.cc prices it an
     calib::use_inter_node_bandwidth(slow, 12.5, "h100-sxm");
     CHECK(slow.nccl.nvls_nodes.bw_inter_gbps == Approx(12.5));
     CHECK(slow.nccl.nvls_nodes.bw_intra_gbps == Approx(12.5));
+    // Applied again at a faster rate, inside goes back to the search's 40, not what the first call left.
+    calib::use_inter_node_bandwidth(slow, 100, "h100-sxm");
+    CHECK(slow.nccl.nvls_nodes.bw_intra_gbps == Approx(40));
+    CHECK(slow.nccl.nvls_nodes.bw_inter_gbps == Approx(100));
 }
 
 TEST_CASE("NCCL model: a large allreduce in one H100 node is NVLS at 476 GB/s busbw, and NCCL_ALGO=ring gives 360") {
@@ -327,6 +337,23 @@ TEST_CASE("a calibration's NCCL topology survives its JSON file, and a bad field
     bad.replace(at, 8, "\"sm\": 7");
     CHECK_THROWS_WITH(calib::calibration_from_json_text(bad, "h100.json"),
                       Catch::Contains("h100.json") && Catch::Contains("sm") && Catch::Contains("compute capability"));
+    // NVLSTree's graph: kept; a file from before it (no nvls_nodes) loads with NVLSTree off; one that
+    // contradicts itself (no NVLink SHARP, or sockets between the nodes) is refused, naming the field.
+    CHECK(back.nccl.nvls_nodes.channels == 8);
+    nlohmann::json j = nlohmann::json::parse(text);
+    j["nccl"].erase("nvls_nodes");
+    const auto old = calib::calibration_from_json_text(j.dump(), "old.json");
+    CHECK(old.nccl.nvls_nodes.channels == 0);
+    CHECK(nccl_choose(old.nccl, CollectiveKind::allreduce, GiB, 16, 2, DType::bf16, {}).algo != NcclAlgo::nvls_tree);
+    j = nlohmann::json::parse(text);
+    j["nccl"]["nvls"] = false;
+    j["nccl"]["nvls_node"] = {{"channels", 0}, {"bw_intra_gbps", 0}, {"bw_inter_gbps", 0}};
+    CHECK_THROWS_WITH(calib::calibration_from_json_text(j.dump(), "x.json"),
+                      Catch::Contains("nvls_nodes") && Catch::Contains("nvls is false"));
+    j = nlohmann::json::parse(text);
+    j["nccl"]["socket"] = {{"vendor", "generic"}, {"nics", 1}, {"nic_gbps", 12.5}, {"flow_gbps", 1.25}};
+    CHECK_THROWS_WITH(calib::calibration_from_json_text(j.dump(), "x.json"),
+                      Catch::Contains("nvls_nodes") && Catch::Contains("sockets"));
 }
 
 TEST_CASE("the predicted timeline carries NCCL's choice on each collective the NCCL model prices") {

@@ -56,7 +56,8 @@ std::string describe(const NcclSocketNet& net);
 // `--inter-node-gbps`: the network between nodes carries `gbps_per_gpu` GB/s of
 // bus bandwidth per GPU (a node's NICs together: gbps_per_gpu x GPUs per node).
 // Replaces the inter-node collective curves (and drops their measured points)
-// and the bandwidth of NCCL's multi-node graphs, one NIC per GPU. Throws
+// and the bandwidth of NCCL's multi-node graphs, one NIC per GPU; NVLSTree's
+// graph runs at that rate across nodes and at most 40 GB/s inside. Throws
 // ConfigError for a bandwidth outside (0, 1e6] or a calibration with nothing
 // across nodes to change (naming it as `hardware`, as the user gave it).
 void use_inter_node_bandwidth(Calibration& c, double gbps_per_gpu, std::string_view hardware);

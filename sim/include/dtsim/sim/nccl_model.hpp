@@ -84,6 +84,23 @@ struct NcclChoice {
                              // on a socket network, the bandwidth its TCP flows carry
 };
 
+// One cell of NCCL's tuning table (ncclTopoTuneModel's comm->latencies and
+// comm->bandwidths, what NCCL_DEBUG_SUBSYS=TUNING prints): an algorithm and
+// protocol that can run the collective here, its latency and its algorithm
+// bandwidth, before ncclTopoGetAlgoTime's tree correction and ring plateau.
+struct NcclTableCell {
+    NcclAlgo algo = NcclAlgo::ring;
+    NcclProto proto = NcclProto::simple;
+    double latency_us = 0;
+    double algbw_gbps = 0;
+    // dtsim's: the share of that bandwidth the channels actually launched carry
+    // (NCCL_MAX_NCHANNELS, TCP flows over sockets), and how many are launched.
+    double launched_share = 1;
+    int launched_channels = 0;
+};
+std::vector<NcclTableCell> nccl_tuning_table(const calib::NcclTopology& topology, calib::CollectiveKind kind, int ranks,
+                                             int nodes, DType dtype, const NcclEnv& env);
+
 // NCCL's choice for one call of `kind` over `bytes` (nccl-tests' size: the
 // whole buffer for all-gather and reduce-scatter) on `ranks` ranks spread
 // evenly over `nodes` nodes. Throws ConfigError when NCCL_ALGO/NCCL_PROTO
