@@ -12,8 +12,10 @@
 #include "dtsim/profiler/fit.hpp"
 #include "dtsim/profiler/host_info.hpp"
 #include "dtsim/profiler/mpi_init.hpp"
+#include "dtsim/profiler/nccl_log_import.hpp"
 #include "dtsim/profiler/nccl_tests_import.hpp"
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/nccl_model.hpp"
 #include "format_units.hpp"
 #include "progress.hpp"
 #include "reporter.hpp"
@@ -28,6 +30,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -48,6 +51,7 @@ struct CalibrateOptions {
     std::string io_dir = ".";
     std::string name;
     std::vector<std::string> import_nccl_tests;
+    std::string import_nccl_log;
     std::string base = "h100-sxm";
     std::string scope = "intra_node";
     std::string nccl_tests_group = "out-of-place";
@@ -56,7 +60,8 @@ struct CalibrateOptions {
 
 // What `--format json` prints once the calibration is written: where, what it
 // holds and where it came from (the file itself has every figure).
-std::string written_json(const Calibration& c, const std::string& out, const std::vector<std::string>& left_out) {
+std::string written_json(const Calibration& c, const std::string& out, const std::vector<std::string>& left_out,
+                         const std::vector<std::string>& checks = {}) {
     nlohmann::ordered_json j = {{"out", out},
                                 {"name", c.name},
                                 {"backend", c.provenance.backend},
@@ -69,6 +74,7 @@ std::string written_json(const Calibration& c, const std::string& out, const std
                                 {"notes", c.provenance.notes},
                                 {"sampling", c.provenance.sampling},
                                 {"left_out", left_out}};
+    if (!checks.empty()) j["checks"] = checks;
     return j.dump(2);
 }
 
@@ -229,6 +235,7 @@ Calibration measure_cuda(const CalibrateOptions& o, const MpiSession& mpi, Progr
 // named. `skipped` receives one line per table left out.
 Calibration import_nccl_tests(const CalibrateOptions& o, std::vector<std::string>& skipped) {
     Calibration c = calib::load_hardware(o.base, "--base");
+    if (o.import_nccl_tests.empty()) return c;
     const calib::LinkScope scope = calib::link_scope_from_string(o.scope);
     const auto group = profiler::nccl_tests_group_from_string(o.nccl_tests_group);
     std::vector<std::string> imported;
@@ -261,21 +268,104 @@ Calibration import_nccl_tests(const CalibrateOptions& o, std::vector<std::string
     return c;
 }
 
+// NCCL's own tuning table from the log against dtsim's NCCL model for the
+// same communicator, with the log's graphs: how far dtsim's latencies and
+// bandwidths are from NCCL's, cell by cell. Empty where the log has no table.
+std::vector<std::string> check_nccl_tuning(const calib::NcclTopology& t, const profiler::NcclLog& log) {
+    if (log.tuning.empty()) return {};
+    constexpr std::array<std::pair<std::string_view, calib::CollectiveKind>, 5> kFunctions = {
+        {{"AllReduce", calib::CollectiveKind::allreduce},
+         {"AllGather", calib::CollectiveKind::allgather},
+         {"ReduceScatter", calib::CollectiveKind::reduce_scatter},
+         {"Broadcast", calib::CollectiveKind::broadcast},
+         {"Reduce", calib::CollectiveKind::reduce}}};
+    struct Worst {
+        double error = -1;
+        std::string what;
+    };
+    std::vector<double> latency_errors, bandwidth_errors;
+    Worst worst_latency, worst_bandwidth;
+    std::vector<std::string> nccl_only, dtsim_only;
+    for (const auto& [function, kind] : kFunctions) {
+        const auto table = sim::nccl_tuning_table(t, kind, log.ranks, log.nodes, DType::bf16, {});
+        for (const auto& cell : log.tuning) {
+            if (cell.function != function) continue;
+            const auto it = std::find_if(table.begin(), table.end(), [&](const sim::NcclTableCell& d) {
+                return sim::to_string(d.algo) == cell.algorithm && sim::to_string(d.proto) == cell.protocol;
+            });
+            const std::string what = fmt::format("{} {}/{}", cell.function, cell.algorithm, cell.protocol);
+            if (cell.algbw_gbps <= 0) {
+                if (it != table.end()) dtsim_only.push_back(what);
+                continue;
+            }
+            if (it == table.end()) {
+                nccl_only.push_back(what);
+                continue;
+            }
+            const auto note = [&](double nccl, double mine, std::vector<double>& errors, Worst& worst,
+                                  std::string_view unit) {
+                if (nccl <= 0) return;
+                const double e = std::abs(mine / nccl - 1);
+                errors.push_back(e);
+                if (e > worst.error)
+                    worst = {e, fmt::format("{} {} NCCL {:.1f}, dtsim {:.1f}", what, unit, nccl, mine)};
+            };
+            note(cell.latency_us, it->latency_us, latency_errors, worst_latency, "latency (us)");
+            note(cell.algbw_gbps, it->algbw_gbps, bandwidth_errors, worst_bandwidth, "bandwidth (GB/s)");
+        }
+    }
+    const auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+    };
+    std::vector<std::string> out;
+    out.push_back(fmt::format(
+        "NCCL's own tuning table for these {} ranks on {} node{} against dtsim's NCCL model with its graphs: "
+        "{} cells; bandwidth median {:.1f} %, largest {:.1f} % ({}); latency median {:.1f} %, largest {:.1f} % ({})",
+        log.ranks, log.nodes, log.nodes == 1 ? "" : "s", bandwidth_errors.size(), 100 * median(bandwidth_errors),
+        100 * std::max(0.0, worst_bandwidth.error), worst_bandwidth.what, 100 * median(latency_errors),
+        100 * std::max(0.0, worst_latency.error), worst_latency.what));
+    if (!nccl_only.empty())
+        out.push_back(fmt::format("NCCL offers what dtsim does not model: {}", fmt::join(nccl_only, ", ")));
+    if (!dtsim_only.empty())
+        out.push_back(fmt::format("dtsim offers what NCCL has off here: {}", fmt::join(dtsim_only, ", ")));
+    return out;
+}
+
 void run_calibrate(const CalibrateOptions& o) {
-    if (!o.import_nccl_tests.empty()) {
-        std::vector<std::string> skipped;
-        const Calibration c = import_nccl_tests(o, skipped);
+    if (!o.import_nccl_tests.empty() || !o.import_nccl_log.empty()) {
+        std::vector<std::string> skipped, checks;
+        Calibration c = import_nccl_tests(o, skipped);
+        // What was imported, in words: the nccl-tests tables (the notes say which), the log's graphs.
+        std::string imported = o.import_nccl_tests.empty() ? "" : c.provenance.notes;
+        if (!o.import_nccl_log.empty()) {
+            const profiler::NcclLog log = profiler::read_nccl_log(o.import_nccl_log);
+            const std::string taken = profiler::use_nccl_log(c, log);
+            imported += (imported.empty() ? "" : "; ") + taken;
+            if (o.import_nccl_tests.empty()) {
+                c.name = o.name.empty() ? c.name + "+nccl-log" : o.name;
+                c.provenance.date = profiler::utc_timestamp();
+            }
+            checks = check_nccl_tuning(c.nccl, log);
+            if (log.tuning.empty())
+                checks.push_back(
+                    fmt::format("{} has no tuning table to check dtsim's NCCL model against (rank 0 "
+                                "prints it with NCCL_DEBUG_SUBSYS=TUNING)",
+                                o.import_nccl_log));
+        }
         calib::write_calibration(c, o.out);
         o.report.print({.text =
                             [&] {
                                 std::string out = fmt::format("wrote {} ({} collective curves; {})\n", o.out,
-                                                              c.collectives.size(), c.provenance.notes);
+                                                              c.collectives.size(), imported);
                                 for (const auto& s : skipped)
                                     out += fmt::format(
                                         "left out {}: dtsim prices float, half and bfloat16 collectives only\n", s);
+                                for (const auto& s : checks) out += s + "\n";
                                 return out;
                             },
-                        .json = [&] { return written_json(c, o.out, skipped); }});
+                        .json = [&] { return written_json(c, o.out, skipped, checks); }});
         return;
     }
 #ifndef DTSIM_HAVE_CUDA
@@ -332,8 +422,14 @@ void add_calibrate_command(CLI::App& app) {
                          "points, collective curves) and its provenance; the measured tables then go to stderr");
     cmd->add_option("--import-nccl-tests", o->import_nccl_tests,
                     "nccl-tests output (text table or -J JSON) to turn into collective curves (repeatable)");
+    cmd->add_option("--import-nccl-log", o->import_nccl_log,
+                    "NCCL's own debug output of a real run (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING, "
+                    "NCCL 2.21+): the graphs NCCL's topology search found replace --base's, and NCCL's tuning "
+                    "table, where printed, is checked against dtsim's NCCL model")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--base", o->base,
-                    "with --import-nccl-tests or --backend cuda: preset or calibration for what is not measured")
+                    "with --import-nccl-tests, --import-nccl-log or --backend cuda: preset or calibration for what "
+                    "is not measured")
         ->capture_default_str();
     cmd->add_option("--scope", o->scope, "with --import-nccl-tests: intra_node or inter_node")
         ->check(CLI::IsMember({"intra_node", "inter_node"}))
@@ -349,6 +445,8 @@ void add_calibrate_command(CLI::App& app) {
         "  mpirun -np 2 ./dtsim calibrate --backend gloo --out torch-cpu.json   # to predict torch on CPU\n"
         "  ./dtsim calibrate --import-nccl-tests all_reduce_perf.txt --base h100-sxm --out cal.json\n"
         "  ./dtsim calibrate --import-nccl-tests ar_half.txt --nccl-tests-group in-place --base h100-sxm -o cal.json\n"
+        "  ./dtsim calibrate --import-nccl-log nccl_debug.log --base h100-sxm --out cluster.json   # NCCL's own "
+        "graphs\n"
         "  ./dtsim simulate --model gpt2 --hardware cal.json --nodes 1 --gpus-per-node 2");
     cmd->callback([o] { run_calibrate(*o); });
 }

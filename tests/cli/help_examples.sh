@@ -23,6 +23,7 @@ cp "$src/tests/data/torch/ddp_transformer/rank1.pt.trace.json.gz" rank1.pt.trace
 cp "$src/tests/data/torch/transformer_1rank/rank0.pt.trace.json.gz" profile.pt.trace.json.gz
 cp "$src/tests/data/nccl_tests/all_reduce_perf_8rank.txt" all_reduce_perf.txt
 cp "$src/tests/data/nccl_tests/all_reduce_perf_8rank.txt" ar_half.txt
+cp "$src/tests/data/nccl_log/h100_2nodes.log" nccl_debug.log
 "$dtsim" simulate --model mlp-4x512 --micro-batch 32 --gpus-per-node 2 --trace predicted.json >/dev/null || exit 1
 "$dtsim" sweep --model gpt2 --nodes 2 --axis strategy=ddp,fsdp --format json >sweep.json || exit 1
 

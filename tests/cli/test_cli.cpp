@@ -1,8 +1,11 @@
 // The dtsim command as a user runs it: help, listings, errors and exit codes,
 // the JSON output against a golden file, and the README examples.
 #include "dtsim/advisor/sweep.hpp"
+#include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/nccl_model.hpp"
 #include "support/temp_dir.hpp"
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -281,6 +284,83 @@ TEST_CASE("README: the strategy examples run") {
         CHECK(r.exit_code == 0);
         CHECK_THAT(r.out, Catch::Contains("Step time"));
     }
+}
+
+TEST_CASE("calibrate --import-nccl-log takes NCCL's graphs and checks NCCL's own tuning table against dtsim's") {
+    const std::string fixture = read_text(fs::path(DTSIM_SOURCE_DIR) / "tests/data/nccl_log/h100_2nodes.log");
+    // Rank 0's tuning table as tuning.cc prints it, with dtsim's own figures for this communicator, except
+    // AllReduce Ring/Simple, whose bandwidth is written 25 % higher: the check must find that cell, -20 %.
+    const dtsim::calib::Calibration preset = dtsim::calib::load_hardware("h100-sxm");
+    const dtsim::calib::NcclTopology& h100 = preset.nccl;
+    const std::string prefix = "hostA:41021:41107 [0] NCCL INFO ";
+    const std::vector<std::vector<std::string>> blocks = {
+        {"Tree", "Ring", "CollNetDirect"}, {"CollNetChain", "NVLS", "NVLSTree"}, {"PAT"}};
+    using dtsim::calib::CollectiveKind;
+    const std::pair<const char*, CollectiveKind> functions[] = {{"Broadcast", CollectiveKind::broadcast},
+                                                                {"Reduce", CollectiveKind::reduce},
+                                                                {"AllGather", CollectiveKind::allgather},
+                                                                {"ReduceScatter", CollectiveKind::reduce_scatter},
+                                                                {"AllReduce", CollectiveKind::allreduce}};
+    std::string table;
+    for (const auto& block : blocks) {
+        table += prefix + "  Algorithm   |";
+        for (const auto& a : block) table += fmt::format(" {:>14}   {:>14}   {:>14} |", "", a, "");
+        table += "\n" + prefix + "  Protocol    |";
+        for (int i = 0; i < 3; ++i)
+            for (const char* p : {"LL", "LL128", "Simple"}) table += fmt::format(" {:>14} |", p);
+        table += "\n";
+        for (const auto& [name, kind] : functions) {
+            table += prefix + fmt::format("{:>13} |", name);
+            const auto cells = dtsim::sim::nccl_tuning_table(h100, kind, 16, 2, dtsim::DType::bf16, {});
+            for (const auto& a : block)
+                for (const char* p : {"LL", "LL128", "Simple"}) {
+                    double latency = 0, bandwidth = 0;
+                    for (const auto& c : cells)
+                        if (dtsim::sim::to_string(c.algo) == a && dtsim::sim::to_string(c.proto) == p) {
+                            latency = c.latency_us;
+                            bandwidth = c.algbw_gbps;
+                        }
+                    if (std::string(name) == "AllReduce" && a == "Ring" && std::string(p) == "Simple")
+                        bandwidth *= 1.25;
+                    table += fmt::format("{:8.1f}/{:6.1f} |", latency, bandwidth);
+                }
+            table += "\n";
+        }
+    }
+    const std::string marker = prefix + "NVLS Head";
+    const auto at = fixture.find(marker);
+    REQUIRE(at != std::string::npos);
+    { std::ofstream(scratch_dir() / "nccl.log") << fixture.substr(0, at) + table + fixture.substr(at); }
+    Run r = run_dtsim("calibrate --import-nccl-log nccl.log --base h100-sxm --out cluster.json --format json");
+    REQUIRE(r.exit_code == 0);
+    const Json j = Json::parse(r.out);
+    REQUIRE(j["checks"].size() >= 1);
+    const std::string check = j["checks"][0];
+    CHECK_THAT(check, Catch::Contains("16 ranks on 2 nodes") &&
+                          Catch::Contains("largest 20.0 % (AllReduce Ring/Simple bandwidth (GB/s)"));
+    CHECK_THAT(j["notes"].get<std::string>(), Catch::Contains("NCCL graphs of 16 ranks on 2 nodes from nccl.log"));
+    // The calibration prices with the log's graphs: a log whose ring has half the channels halves the ring's
+    // bandwidth across nodes.
+    std::string half = fixture;
+    for (std::size_t p = half.find("Pattern 4, crossNic 0, nChannels 8"); p != std::string::npos;
+         p = half.find("Pattern 4, crossNic 0, nChannels 8", p))
+        half.replace(p, 34, "Pattern 4, crossNic 0, nChannels 4");
+    { std::ofstream(scratch_dir() / "half.log") << half; }
+    REQUIRE(run_dtsim("calibrate --import-nccl-log half.log --base h100-sxm --out half.json").exit_code == 0);
+    const std::string ring = " --env NCCL_ALGO=ring --format json --model gpt2 --nodes 2 --precision bf16-mixed";
+    const double full_s = Json::parse(run_dtsim("simulate --hardware cluster.json" + ring).out)["comm_s"];
+    const double half_s = Json::parse(run_dtsim("simulate --hardware half.json" + ring).out)["comm_s"];
+    CHECK(half_s > 1.5 * full_s);
+    // A log without graphs, and a base without an NCCL model: one line each, exit 2, no file written.
+    { std::ofstream(scratch_dir() / "plain.log") << "step 1 loss 2.31\n"; }
+    Run plain = run_dtsim("calibrate --import-nccl-log plain.log --out plain.json");
+    CHECK(plain.exit_code == 2);
+    CHECK_THAT(plain.err, Catch::Contains("plain.log: no 'NCCL INFO' line"));
+    CHECK(std::count(plain.err.begin(), plain.err.end(), '\n') == 1);
+    CHECK_FALSE(fs::exists(scratch_dir() / "plain.json"));
+    Run cpu = run_dtsim("calibrate --import-nccl-log nccl.log --base mi300x --out cpu.json");
+    CHECK(cpu.exit_code == 2);
+    CHECK_THAT(cpu.err, Catch::Contains("--import-nccl-log nccl.log") && Catch::Contains("no NCCL model"));
 }
 
 TEST_CASE("calibrate --import-nccl-tests turns nccl-tests output into a calibration the simulator uses") {
