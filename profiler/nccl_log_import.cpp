@@ -263,7 +263,8 @@ std::string use_nccl_log(calib::Calibration& c, const NcclLog& log) {
     } else {
         t.ring_nodes = ring.graph;
         t.tree_nodes = tree;
-        t.nvls_nodes = nvls;
+        // Over a socket network dtsim runs no NVLSTree (its graph there is not worked out).
+        t.nvls_nodes = t.socket.present() ? calib::NcclGraph{} : nvls;
         if (log.coll_channels > 0) t.channels_nodes = log.coll_channels;
         t.gpus_per_node = log.local_ranks;
         // LL128 crosses nodes only with the NIC beside the GPU (typeInter <= PXN).

@@ -139,6 +139,12 @@ TEST_CASE("NCCL log: the graphs replace the preset's, one-node and multi-node, a
     CHECK_FALSE(c.nccl.nvlink);
     CHECK_FALSE(c.nccl.nvls);
     CHECK(c.nccl.ring_nodes.channels == h100.nccl.ring_nodes.channels);
+    // A calibration whose nodes talk over sockets keeps no NVLSTree graph (its file would be refused).
+    calib::Calibration tcp = h100;
+    calib::use_socket_network(tcp, calib::parse_socket_network("ethernet:1x100"));
+    profiler::use_nccl_log(tcp, two_nodes);
+    CHECK(tcp.nccl.nvls_nodes.channels == 0);
+    CHECK(tcp.nccl.ring_nodes.channels == 8);
     // A calibration without an NCCL model cannot take them.
     calib::Calibration cpu = calib::load_hardware("h100-sxm");
     cpu.nccl = {};
