@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -233,53 +234,45 @@ int main() {
     fmt::print(
         "\nTable 2: tokens/s per GPU, PyTorch FSDP blog (2024), batch 2 x 4096, bf16, AdamW, the blog's networks\n");
     fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "row", "published", "dtsim", "error");
-    struct BlogRow {
-        Row row;
-        const char* sharding;
-        int ac_freq;  // 0: no AC
-        double network_gbps_per_gpu;
+    // A cluster: its preset, with the blog's network (Gb/s per node, 8 GPUs a node -> GB/s per GPU), loaded once.
+    struct Cluster {
+        std::string gpus;
+        int nodes;
+        dtsim::calib::Calibration cal;
     };
-    const double a100_net = 400.0 / 8 / 8, h100_net = 800.0 / 8 / 8;  // Gb/s per node -> GB/s per GPU
+    const auto cluster = [](std::string gpus, const char* hardware, int nodes, double gbit_per_node) {
+        Cluster c{std::move(gpus), nodes, dtsim::calib::load_hardware(hardware)};
+        dtsim::calib::use_inter_node_bandwidth(c.cal, gbit_per_node / 8 / 8, hardware);
+        return c;
+    };
+    const Cluster a100_blog = cluster("128 A100", "a100-sxm", 16, 400),
+                  h100_blog = cluster("96 H100", "h100-sxm", 12, 800);
+    struct BlogRow {
+        const Cluster* cluster;
+        std::string what, model, sharding;
+        int ac_freq;  // 0: no AC
+        double published;
+        std::string note;  // non-empty: not counted
+    };
     const std::vector<BlogRow> steps{
-        {.row = {"7B, HSDP, no AC, 128 A100", "a100-sxm", "llama2-7b", false, 16, 3700, ""},
-         .sharding = "HYBRID_SHARD",
-         .ac_freq = 0,
-         .network_gbps_per_gpu = a100_net},
-        {.row = {"13B, AC every 2nd block?, 128 A100", "a100-sxm", "llama2-13b", true, 16, 1800, "k not published"},
-         .sharding = "FULL_SHARD",
-         .ac_freq = 2,
-         .network_gbps_per_gpu = a100_net},
-        {.row = {"13B, full AC, 128 A100 (README)", "a100-sxm", "llama2-13b", true, 16, 1600, ""},
-         .sharding = "FULL_SHARD",
-         .ac_freq = 1,
-         .network_gbps_per_gpu = a100_net},
-        {.row = {"70B, full AC, 128 A100", "a100-sxm", "llama2-70b", true, 16, 370, ""},
-         .sharding = "FULL_SHARD",
-         .ac_freq = 1,
-         .network_gbps_per_gpu = a100_net},
-        {.row = {"7B, HSDP, no AC, 96 H100", "h100-sxm", "llama2-7b", false, 12, 7500, ""},
-         .sharding = "HYBRID_SHARD",
-         .ac_freq = 0,
-         .network_gbps_per_gpu = h100_net},
-        {.row = {"13B, AC every 2nd block?, 96 H100", "h100-sxm", "llama2-13b", true, 12, 3800, "k not published"},
-         .sharding = "FULL_SHARD",
-         .ac_freq = 2,
-         .network_gbps_per_gpu = h100_net},
-        {.row = {"70B, full AC, 96 H100", "h100-sxm", "llama2-70b", true, 12, 800, ""},
-         .sharding = "FULL_SHARD",
-         .ac_freq = 1,
-         .network_gbps_per_gpu = h100_net},
+        {&a100_blog, "7B, HSDP, no AC", "llama2-7b", "HYBRID_SHARD", 0, 3700, ""},
+        {&a100_blog, "13B, AC every 2nd block?", "llama2-13b", "FULL_SHARD", 2, 1800, "k not published"},
+        {&a100_blog, "13B, full AC (README)", "llama2-13b", "FULL_SHARD", 1, 1600, ""},
+        {&a100_blog, "70B, full AC", "llama2-70b", "FULL_SHARD", 1, 370, ""},
+        {&h100_blog, "7B, HSDP, no AC", "llama2-7b", "HYBRID_SHARD", 0, 7500, ""},
+        {&h100_blog, "13B, AC every 2nd block?", "llama2-13b", "FULL_SHARD", 2, 3800, "k not published"},
+        {&h100_blog, "70B, full AC", "llama2-70b", "FULL_SHARD", 1, 800, ""},
     };
     for (const auto& b : steps) {
-        Config c = llama(b.row.model, b.ac_freq > 0, b.row.nodes);
+        Config c = llama(b.model, b.ac_freq > 0, b.cluster->nodes);
         c.ac_freq = std::max(1, b.ac_freq);
         c.decoupled_weight_decay = true;  // AdamW (weight_decay 0.1)
         c.knobs = {{"sharding_strategy", b.sharding}};
-        auto cal = dtsim::calib::load_hardware(b.row.hardware);
-        dtsim::calib::use_inter_node_bandwidth(cal, b.network_gbps_per_gpu, b.row.hardware);
-        const auto result = dtsim::sim::simulate(c, cal);
+        const auto result = dtsim::sim::simulate(c, b.cluster->cal);
         const double tokens = static_cast<double>(c.micro_batch * c.seq_len);
-        report(b.row, tokens / result.metrics.step_time_s, "  ", 1);
+        const std::string what = b.what + ", " + b.cluster->gpus;
+        report({what, b.cluster->cal.name, b.model, b.ac_freq > 0, b.cluster->nodes, b.published, b.note},
+               tokens / result.metrics.step_time_s, "  ", 1);
     }
     fmt::print("\nTable 3: nn.Linear's three GEMMs (forward + both backward), bf16, H100: torch against dtsim\n");
     fmt::print("  {:<34} {:>10} {:>10}     {:>8}\n", "tokens x out x in", "torch", "dtsim", "error");

@@ -272,13 +272,11 @@ Calibration import_nccl_tests(const CalibrateOptions& o, std::vector<std::string
 // same communicator, with the log's graphs: how far dtsim's latencies and
 // bandwidths are from NCCL's, cell by cell. Empty where the log has no table.
 std::vector<std::string> check_nccl_tuning(const calib::NcclTopology& t, const profiler::NcclLog& log) {
-    if (log.tuning.empty()) return {};
-    constexpr std::array<std::pair<std::string_view, calib::CollectiveKind>, 5> kFunctions = {
-        {{"AllReduce", calib::CollectiveKind::allreduce},
-         {"AllGather", calib::CollectiveKind::allgather},
-         {"ReduceScatter", calib::CollectiveKind::reduce_scatter},
-         {"Broadcast", calib::CollectiveKind::broadcast},
-         {"Reduce", calib::CollectiveKind::reduce}}};
+    if (log.tuning.empty())
+        return {
+            fmt::format("{} has no tuning table to check dtsim's NCCL model against (rank 0 prints it with "
+                        "NCCL_DEBUG_SUBSYS=TUNING)",
+                        log.file)};
     struct Worst {
         double error = -1;
         std::string what;
@@ -286,10 +284,12 @@ std::vector<std::string> check_nccl_tuning(const calib::NcclTopology& t, const p
     std::vector<double> latency_errors, bandwidth_errors;
     Worst worst_latency, worst_bandwidth;
     std::vector<std::string> nccl_only, dtsim_only;
-    for (const auto& [function, kind] : kFunctions) {
+    for (const calib::CollectiveKind kind :
+         {calib::CollectiveKind::allreduce, calib::CollectiveKind::reduce_scatter, calib::CollectiveKind::allgather,
+          calib::CollectiveKind::broadcast, calib::CollectiveKind::reduce}) {
         const auto table = sim::nccl_tuning_table(t, kind, log.ranks, log.nodes, DType::bf16, {});
         for (const auto& cell : log.tuning) {
-            if (cell.function != function) continue;
+            if (cell.function != sim::nccl_function_name(kind)) continue;
             const auto it = std::find_if(table.begin(), table.end(), [&](const sim::NcclTableCell& d) {
                 return sim::to_string(d.algo) == cell.algorithm && sim::to_string(d.proto) == cell.protocol;
             });
@@ -348,11 +348,6 @@ void run_calibrate(const CalibrateOptions& o) {
                 c.provenance.date = profiler::utc_timestamp();
             }
             checks = check_nccl_tuning(c.nccl, log);
-            if (log.tuning.empty())
-                checks.push_back(
-                    fmt::format("{} has no tuning table to check dtsim's NCCL model against (rank 0 "
-                                "prints it with NCCL_DEBUG_SUBSYS=TUNING)",
-                                o.import_nccl_log));
         }
         calib::write_calibration(c, o.out);
         o.report.print({.text =

@@ -275,9 +275,10 @@ std::string use_nccl_log(calib::Calibration& c, const NcclLog& log) {
         graphs +=
             fmt::format("{}pattern {} {} x {:g}/{:g} {}/{}", graphs.empty() ? "" : ", ", g.pattern, g.graph.channels,
                         g.graph.bw_intra_gbps, g.graph.bw_inter_gbps, g.type_intra, g.type_inter);
-    const std::string taken = fmt::format("NCCL graphs of {} ranks on {} node{} from {}{} ({})", log.ranks, log.nodes,
-                                          log.nodes == 1 ? "" : "s", log.file,
-                                          log.nccl_version.empty() ? "" : ", NCCL " + log.nccl_version, graphs);
+    const std::string taken =
+        fmt::format("NCCL graphs of {} ranks on {} node{} from {}{} ({}; as {} of its ranks printed them)", log.ranks,
+                    log.nodes, log.nodes == 1 ? "" : "s", log.file,
+                    log.nccl_version.empty() ? "" : ", NCCL " + log.nccl_version, graphs, log.ranks_seen);
     c.provenance.notes += (c.provenance.notes.empty() ? "" : "; ") + taken;
     return taken;
 }

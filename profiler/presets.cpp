@@ -65,8 +65,10 @@ constexpr NcclTopology nvswitch_node(int sm, bool amd_cpu, NcclGraph ring_node, 
 // carries (channels + 1) x bwIntra of its 370.8 GB/s, so the search settles
 // on 8 x 40 inside, then raises only bwInter to the NIC path's 48
 // (docs/notes/nccl-tuning.md §1.1.1).
-constexpr NcclTopology kHgxH100Nccl = nvswitch_node(90, false, {12, 30, 30}, {8, 40, 60}, {8, 48, 48}, 24,
-                                                    {.channels = 8, .bw_intra_gbps = 40, .bw_inter_gbps = 48});
+constexpr double kNvlsTreeIntraGbps = 40;  // 8 channels: (8 + 1) x 40 <= 18 x 20.6
+constexpr NcclTopology kHgxH100Nccl =
+    nvswitch_node(90, false, {12, 30, 30}, {8, 40, 60}, {8, 48, 48}, 24,
+                  {.channels = 8, .bw_intra_gbps = kNvlsTreeIntraGbps, .bw_inter_gbps = 48});
 // DGX A100: NVLink 3 (12 x 20 GB/s) gives 6 x 40 doubled to 12 x 20; 8 x 200G
 // HDR behind PCIe Gen4 give 8 x 24. AMD EPYC hosts. No NVLS before Hopper.
 constexpr NcclTopology kDgxA100Nccl = nvswitch_node(80, true, {12, 20, 20}, {}, {8, 24, 24}, 24);
@@ -515,9 +517,8 @@ void use_inter_node_bandwidth(Calibration& c, double gbps_per_gpu, std::string_v
         // node the search starts from the same speed and settles at 8 x 40 on
         // NVLink 4 (docs/notes/nccl-tuning.md §1.1.1), so the slower of the two.
         if (NcclGraph& g = c.nccl.nvls_nodes; g.channels > 0) {
-            constexpr double kNvlsSearchIntraGbps = 40;  // 8 channels: (8 + 1) x 40 <= 18 x 20.6
             g.bw_inter_gbps = gbps_per_gpu * c.gpus_per_node / g.channels;
-            g.bw_intra_gbps = std::min(kNvlsSearchIntraGbps, g.bw_inter_gbps);
+            g.bw_intra_gbps = std::min(kNvlsTreeIntraGbps, g.bw_inter_gbps);
         }
         any = true;
     }

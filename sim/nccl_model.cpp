@@ -179,6 +179,9 @@ std::string_view to_string(NcclAlgo a) {
 std::string_view to_string(NcclProto p) {
     return kProtoNames[static_cast<std::size_t>(p)];
 }
+std::string_view nccl_function_name(CollectiveKind kind) {
+    return kFunctionNames[static_cast<std::size_t>(kind)];
+}
 
 std::string nccl_env_names() {
     return joined(kModelledVars);

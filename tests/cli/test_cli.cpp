@@ -296,11 +296,8 @@ TEST_CASE("calibrate --import-nccl-log takes NCCL's graphs and checks NCCL's own
     const std::vector<std::vector<std::string>> blocks = {
         {"Tree", "Ring", "CollNetDirect"}, {"CollNetChain", "NVLS", "NVLSTree"}, {"PAT"}};
     using dtsim::calib::CollectiveKind;
-    const std::pair<const char*, CollectiveKind> functions[] = {{"Broadcast", CollectiveKind::broadcast},
-                                                                {"Reduce", CollectiveKind::reduce},
-                                                                {"AllGather", CollectiveKind::allgather},
-                                                                {"ReduceScatter", CollectiveKind::reduce_scatter},
-                                                                {"AllReduce", CollectiveKind::allreduce}};
+    const CollectiveKind functions[] = {CollectiveKind::broadcast, CollectiveKind::reduce, CollectiveKind::allgather,
+                                        CollectiveKind::reduce_scatter, CollectiveKind::allreduce};
     std::string table;
     for (const auto& block : blocks) {
         table += prefix + "  Algorithm   |";
@@ -309,7 +306,8 @@ TEST_CASE("calibrate --import-nccl-log takes NCCL's graphs and checks NCCL's own
         for (int i = 0; i < 3; ++i)
             for (const char* p : {"LL", "LL128", "Simple"}) table += fmt::format(" {:>14} |", p);
         table += "\n";
-        for (const auto& [name, kind] : functions) {
+        for (const CollectiveKind kind : functions) {
+            const std::string_view name = dtsim::sim::nccl_function_name(kind);
             table += prefix + fmt::format("{:>13} |", name);
             const auto cells = dtsim::sim::nccl_tuning_table(h100, kind, 16, 2, dtsim::DType::bf16, {});
             for (const auto& a : block)
@@ -320,8 +318,7 @@ TEST_CASE("calibrate --import-nccl-log takes NCCL's graphs and checks NCCL's own
                             latency = c.latency_us;
                             bandwidth = c.algbw_gbps;
                         }
-                    if (std::string(name) == "AllReduce" && a == "Ring" && std::string(p) == "Simple")
-                        bandwidth *= 1.25;
+                    if (name == "AllReduce" && a == "Ring" && std::string(p) == "Simple") bandwidth *= 1.25;
                     table += fmt::format("{:8.1f}/{:6.1f} |", latency, bandwidth);
                 }
             table += "\n";

@@ -25,6 +25,8 @@ inline constexpr int kNcclAlgos = 7;
 inline constexpr int kNcclProtos = 3;
 std::string_view to_string(NcclAlgo a);   // NCCL's spelling: "Tree", "Ring", "NVLS", ...
 std::string_view to_string(NcclProto p);  // "LL", "LL128", "Simple"
+// NCCL's name of a collective, as its logs print it: "AllReduce", "ReduceScatter", "AllGather", "Broadcast", "Reduce".
+std::string_view nccl_function_name(calib::CollectiveKind kind);
 
 // The NCCL environment variables dtsim models, as `--env NAME=VALUE` gives them.
 struct NcclEnv {
