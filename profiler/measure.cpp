@@ -42,27 +42,33 @@ std::string describe(const RepeatPolicy& p) {
 }
 
 Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run) {
+    return measure(policy, run, [] {
+        return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    });
+}
+
+Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run,
+                    const std::function<double()>& now_us) {
     for (int i = 0; i < policy.warmup; ++i) run();
     std::vector<double> samples;
-    const auto start = std::chrono::steady_clock::now();
+    const double start = now_us();
     // One sample: calls of `run` for at least min_sample_us of wall time, their
     // results averaged (run may report a per-call time of its own inner loop).
     auto sample = [&] {
-        const auto begin = std::chrono::steady_clock::now();
+        const double begin = now_us();
         double total = 0;
         int calls = 0;
         do {
             total += run();
             ++calls;
-        } while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count() <
-                 policy.min_sample_us);
+        } while (now_us() - begin < policy.min_sample_us);
         return total / calls;
     };
     const int max_samples = std::max(1, policy.max_samples);
     while (static_cast<int>(samples.size()) < max_samples) {
         samples.push_back(sample());
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (static_cast<int>(samples.size()) >= policy.min_samples && elapsed >= policy.budget_s) break;
+        const double elapsed_s = (now_us() - start) / 1e6;
+        if (static_cast<int>(samples.size()) >= policy.min_samples && elapsed_s >= policy.budget_s) break;
     }
     return summarize(std::move(samples));
 }

@@ -32,7 +32,35 @@ TEST_CASE("measure without min_sample_us takes one call per sample") {
     CHECK(m.mean_us == Approx((2.0 + 3 + 4 + 5) / 4));
 }
 
-TEST_CASE("measure with min_sample_us averages calls over at least that much wall time") {
+TEST_CASE("measure with min_sample_us averages calls over at least that much time") {
+    // A clock of the test's own: each call takes exactly 1 ms, so every 5 ms
+    // sample is 5 calls whatever the machine's load.
+    RepeatPolicy p;
+    p.warmup = 0;
+    p.min_samples = 3;
+    p.max_samples = 3;
+    p.budget_s = 0;
+    p.min_sample_us = 5000;
+    double clock_us = 0;
+    int calls = 0;
+    const Measurement m = measure(
+        p,
+        [&] {
+            ++calls;
+            clock_us += 1000;
+            return calls % 2 == 0 ? 1000.0 : 3000.0;  // what the call reports, whatever it took
+        },
+        [&] { return clock_us; });
+    CHECK(m.samples == 3);
+    CHECK(calls == 3 * 5);
+    // Each sample is the mean of its calls' reports, not the last one:
+    // 3000 1000 3000 1000 3000, then 1000 3000 1000 3000 1000, then as the first.
+    CHECK(m.min_us == Approx((1000.0 + 3000 + 1000 + 3000 + 1000) / 5));
+    CHECK(m.max_us == Approx((3000.0 + 1000 + 3000 + 1000 + 3000) / 5));
+    CHECK(m.median_us == Approx(2200.0));
+}
+
+TEST_CASE("measure with min_sample_us on the wall clock runs each sample at least that long") {
     RepeatPolicy p;
     p.warmup = 0;
     p.min_samples = 3;
@@ -40,25 +68,18 @@ TEST_CASE("measure with min_sample_us averages calls over at least that much wal
     p.budget_s = 0;
     p.min_sample_us = 5000;
     int calls = 0;
-    std::vector<double> reported;
     const auto start = std::chrono::steady_clock::now();
     const Measurement m = measure(p, [&] {
         ++calls;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        reported.push_back(calls % 2 == 0 ? 1000.0 : 3000.0);  // what the call reports, whatever it took
-        return reported.back();
+        return 1.0;
     });
     const double elapsed_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     CHECK(m.samples == 3);
     CHECK(elapsed_us >= 3 * 5000);
-    CHECK(calls >= 3 * 2);  // each sample needed several 1 ms calls
-    CHECK(calls <= 3 * 5);  // and stopped once 5 ms had passed
-    // Each sample is the mean of its calls' reports, not the last one: the
-    // samples' mean is the mean of all reports, up to the odd last sample.
-    double sum = 0;
-    for (double r : reported) sum += r;
-    CHECK(m.mean_us == Approx(sum / static_cast<double>(reported.size())).epsilon(0.25));
-    CHECK(m.min_us > 1000.0);  // no sample is a single call's 1000
-    CHECK(m.max_us < 3000.0);  // nor a single call's 3000
+    // A call sleeps at least 1 ms, so a sample stops by its fifth call; a
+    // loaded machine can only make it stop sooner.
+    CHECK(calls >= 3);
+    CHECK(calls <= 3 * 5);
 }

@@ -43,6 +43,12 @@ std::string describe(const RepeatPolicy& policy);
 // benchmarks can report the slowest rank) under the policy.
 Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run);
 
+// The same, reading the wall clock (microseconds from any origin) through
+// `now_us`: tests drive the sample lengths with a clock of their own, so that
+// a loaded machine cannot change which calls make up a sample.
+Measurement measure(const RepeatPolicy& policy, const std::function<double()>& run,
+                    const std::function<double()>& now_us);
+
 // Summarises raw samples in microseconds.
 Measurement summarize(std::vector<double> samples_us);
 
