@@ -347,4 +347,34 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
     return out;
 }
 
+CollectiveLanes CostModel::lanes(const Plan& plan, const std::vector<std::int64_t>& duration_ns) const {
+    CollectiveLanes out;
+    if (!gloo_) return out;
+    out.lanes = 2;  // ProcessGroupGloo::Options::threads: 2 per device, one device
+    out.latency_ns.assign(plan.tasks.size(), 0);
+    // Priced once per kind, dtype and group, as price() does.
+    struct Key {
+        CollectiveKind kind;
+        DType dtype;
+        std::int32_t group;
+        bool operator==(const Key&) const = default;
+    };
+    std::vector<std::pair<Key, std::int64_t>> priced;
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+        const Task& t = plan.tasks[i];
+        if (t.kind != TaskKind::collective) continue;
+        const Key key{t.collective, t.dtype, t.group};
+        auto it = std::find_if(priced.begin(), priced.end(), [&](const auto& p) { return p.first == key; });
+        if (it == priced.end()) {
+            const CommGroup& group = plan.groups[static_cast<std::size_t>(t.group)];
+            const double one_element = collective_ns(
+                t.collective, static_cast<std::int64_t>(group.size) * dtype_bytes(t.dtype), group, t.dtype);
+            priced.emplace_back(key, static_cast<std::int64_t>(one_element + 0.5));
+            it = priced.end() - 1;
+        }
+        out.latency_ns[i] = std::min(duration_ns[i], it->second);
+    }
+    return out;
+}
+
 }  // namespace dtsim::sim

@@ -14,14 +14,20 @@ struct Running {
     TaskKind kind;
     double remaining_ns;  // standalone work left
     double rate;          // work ns per wall ns
+    // A collective's latency part still to run (within remaining_ns): it is
+    // not shared with the other collectives (CollectiveLanes).
+    double latency_ns = 0;
 };
 
 class Engine {
 public:
-    Engine(const Plan& plan, const std::vector<std::int64_t>& duration, const calib::OverlapSpec& overlap)
-        : plan_(plan), duration_(duration), overlap_(overlap) {
+    Engine(const Plan& plan, const std::vector<std::int64_t>& duration, const calib::OverlapSpec& overlap,
+           const CollectiveLanes& lanes)
+        : plan_(plan), duration_(duration), overlap_(overlap), lanes_(lanes) {
         const std::size_t n = plan.tasks.size();
         DTSIM_ASSERT(duration.size() == n, "one duration per task");
+        DTSIM_ASSERT(lanes.lanes >= 1, "a collective stream runs at least one collective at a time");
+        DTSIM_ASSERT(lanes.latency_ns.empty() || lanes.latency_ns.size() == n, "one latency per task, or none");
         schedule_.timings.assign(n, {});
         pending_deps_.resize(n);
         // Successor lists in CSR form, and per-stream queues in issue order.
@@ -46,31 +52,55 @@ public:
         schedule_.memory.reserve(n);
         head_.assign(plan.streams.size(), 0);
         busy_.assign(plan.streams.size(), 0);
+        capacity_.assign(plan.streams.size(), 1);
+        for (std::size_t s = 0; s < plan.streams.size(); ++s)
+            if (plan.streams[s].kind == TaskKind::collective) capacity_[s] = static_cast<char>(lanes.lanes);
         current_ = plan.resident;
         for (int c = 0; c < kMemCategories; ++c)
             (is_host(static_cast<MemCategory>(c)) ? host_total_ : device_total_) +=
                 current_[static_cast<std::size_t>(c)];
     }
 
-    Schedule run() {
+    // Without latency parts (every plan but gloo's) the event loop skips
+    // their bookkeeping: it is the simulator's hot path.
+    Schedule run() { return lanes_.latency_ns.empty() ? run_events<false>() : run_events<true>(); }
+
+private:
+    template <bool kLatency>
+    Schedule run_events() {
         record_memory();
         for (std::size_t s = 0; s < queue_.size(); ++s) try_start_stream(s);
         std::size_t done = 0;
         while (!running_.empty()) {
-            if (rates_stale_) update_rates();
+            if (rates_stale_) update_rates<kLatency>();
             // Next completion; ties go to the lowest task id (determinism).
             std::size_t next = 0;
-            double best = finish_after(running_[0]);
+            double best = finish_after<kLatency>(running_[0]);
             for (std::size_t i = 1; i < running_.size(); ++i) {
-                double f = finish_after(running_[i]);
+                double f = finish_after<kLatency>(running_[i]);
                 if (f < best || (f == best && running_[i].task < running_[next].task)) {
                     best = f;
                     next = i;
                 }
             }
+            // The event may be the end of a collective's latency part rather
+            // than of a task: from then on it shares the link.
+            const bool latency_ends =
+                kLatency && running_[next].latency_ns > 0 && running_[next].latency_ns < running_[next].remaining_ns;
             const auto dt = static_cast<std::int64_t>(std::ceil(best - 1e-9));
             now_ += std::max<std::int64_t>(dt, 0);
-            for (auto& r : running_) r.remaining_ns -= r.rate * static_cast<double>(dt);
+            for (auto& r : running_) {
+                r.remaining_ns -= r.rate * static_cast<double>(dt);
+                if constexpr (kLatency)
+                    if (r.latency_ns > 0) r.latency_ns = std::max(0.0, r.latency_ns - r.rate * static_cast<double>(dt));
+            }
+            if (latency_ends) {
+                running_[next].latency_ns = 0;
+                for (auto& r : running_)
+                    if (r.latency_ns <= 0.5) r.latency_ns = 0;
+                rates_stale_ = true;
+                continue;
+            }
             // Finish every task that is done by now (the chosen one and any tie).
             running_[next].remaining_ns = 0;
             finished.clear();
@@ -94,16 +124,31 @@ public:
         return std::move(schedule_);
     }
 
-private:
-    static double finish_after(const Running& r) { return r.remaining_ns / r.rate; }
+    // Wall time to the task's next event: the end of its latency part, or its end.
+    template <bool kLatency>
+    static double finish_after(const Running& r) {
+        if constexpr (kLatency)
+            return (r.latency_ns > 0 ? std::min(r.latency_ns, r.remaining_ns) : r.remaining_ns) / r.rate;
+        return r.remaining_ns / r.rate;
+    }
 
+    // Starts the stream's head task, and the next one too where the stream has
+    // a free lane, each once its dependencies have ended (issue order kept).
     void try_start_stream(std::size_t s) {
-        if (busy_[s] || head_[s] >= queue_[s].size()) return;
+        if (!try_start_head(s)) return;  // the common case, kept inline
+        while (try_start_head(s)) {      // a second lane
+        }
+    }
+
+    // Starts the stream's head task if a lane is free and its dependencies have ended.
+    [[gnu::always_inline]] bool try_start_head(std::size_t s) {
+        if (busy_[s] >= capacity_[s] || head_[s] >= queue_[s].size()) return false;
         const std::int32_t t = queue_[s][head_[s]];
-        if (pending_deps_[static_cast<std::size_t>(t)] > 0) return;
-        busy_[s] = 1;
+        if (pending_deps_[static_cast<std::size_t>(t)] > 0) return false;
+        ++busy_[s];
         ++head_[s];
         start(t);
+        return true;
     }
 
     void start(std::int32_t t) {
@@ -117,14 +162,16 @@ private:
                 changed = true;
             }
         if (changed) record_memory();
-        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0});
+        const double latency =
+            lanes_.latency_ns.empty() ? 0.0 : static_cast<double>(lanes_.latency_ns[static_cast<std::size_t>(t)]);
+        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0, latency});
         rates_stale_ = true;
     }
 
     void finish(std::int32_t t) {
         const Task& task = plan_.tasks[static_cast<std::size_t>(t)];
         schedule_.timings[static_cast<std::size_t>(t)].end_ns = now_;
-        busy_[static_cast<std::size_t>(task.stream)] = 0;
+        --busy_[static_cast<std::size_t>(task.stream)];
         bool changed = false;
         for (const auto& m : plan_.memory_of(task))
             if (m.bytes < 0) {
@@ -141,23 +188,28 @@ private:
     // Compute slows while a collective runs (NCCL kernels take SMs) or host
     // work runs (on the CPU backend it takes the core); both slow while
     // compute runs; concurrent collectives share the link.
+    template <bool kLatency>
     void update_rates() {
         rates_stale_ = false;
-        int comm = 0;
+        int comm = 0, sharing = 0;
         bool compute = false, host = false;
         for (const auto& r : running_) {
             comm += r.kind == TaskKind::collective;
+            if constexpr (kLatency) sharing += r.kind == TaskKind::collective && r.latency_ns <= 0;
             compute = compute || r.kind == TaskKind::compute;
             host = host || (r.kind != TaskKind::compute && r.kind != TaskKind::collective);
         }
         const double compute_slowdown = std::max(comm > 0 ? overlap_.compute_slowdown_under_comm : 1.0,
                                                  host ? overlap_.compute_slowdown_under_host : 1.0);
         const double compute_rate = 1.0 / compute_slowdown;
-        const double comm_rate = comm > 0 ? 1.0 / (comm * (compute ? overlap_.comm_slowdown_under_compute : 1.0)) : 1.0;
+        const double comm_alone_rate = 1.0 / (compute ? overlap_.comm_slowdown_under_compute : 1.0);
+        // Collectives past their latency part share the link; one still in it
+        // runs at its own pace.
+        const double comm_rate = comm_alone_rate / std::max(1, kLatency ? sharing : comm);
         const double host_rate = compute ? 1.0 / overlap_.host_slowdown_under_compute : 1.0;
         for (auto& r : running_)
             r.rate = r.kind == TaskKind::compute      ? compute_rate
-                     : r.kind == TaskKind::collective ? comm_rate
+                     : r.kind == TaskKind::collective ? (kLatency && r.latency_ns > 0 ? comm_alone_rate : comm_rate)
                                                       : host_rate;
     }
 
@@ -177,13 +229,15 @@ private:
     const Plan& plan_;
     const std::vector<std::int64_t>& duration_;
     calib::OverlapSpec overlap_;
+    const CollectiveLanes& lanes_;
     Schedule schedule_;
     std::vector<std::int32_t> pending_deps_;
     std::vector<std::uint32_t> succ_begin_;
     std::vector<std::int32_t> succ_;
     std::vector<std::vector<std::int32_t>> queue_;
     std::vector<std::size_t> head_;
-    std::vector<char> busy_;
+    std::vector<char> busy_;      // tasks running on each stream
+    std::vector<char> capacity_;  // at most this many at once
     std::vector<Running> running_;
     std::vector<std::int32_t> finished;  // reused each event
     bool rates_stale_ = false;
@@ -194,8 +248,9 @@ private:
 
 }  // namespace
 
-Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap) {
-    return Engine(plan, duration_ns, overlap).run();
+Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap,
+                    const CollectiveLanes& lanes) {
+    return Engine(plan, duration_ns, overlap, lanes).run();
 }
 
 }  // namespace dtsim::sim

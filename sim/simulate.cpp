@@ -60,8 +60,9 @@ SimResult simulate(std::shared_ptr<const models::Workload> workload, const Confi
     } else {
         r.plan = lower(*workload, config);
     }
-    r.duration_ns = CostModel(calibration, parse_nccl_env(config.env)).price(r.plan, *workload);
-    r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap);
+    const CostModel cost(calibration, parse_nccl_env(config.env));
+    r.duration_ns = cost.price(r.plan, *workload);
+    r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap, cost.lanes(r.plan, r.duration_ns));
     r.metrics = compute_metrics(r.plan, r.schedule, *workload, config, calibration);
     r.workload = std::move(workload);
     return r;

@@ -37,6 +37,29 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
         e.deps.assign(deps.begin(), deps.end());  // events are the tasks, in order
         tl.events.push_back(std::move(e));
     }
+    // A stream that ran two tasks at once (gloo's two lanes: CollectiveLanes)
+    // gets a second track for the overlapping ones, so that no track holds
+    // overlapping events (Chrome's viewers and the GUI draw one row a track).
+    std::vector<std::vector<std::int64_t>> lane_end(r.plan.streams.size());  // per stream, per lane
+    std::vector<std::vector<int>> lane_track(r.plan.streams.size());
+    for (auto& e : tl.events) {
+        auto& ends = lane_end[static_cast<std::size_t>(e.stream)];
+        auto& tracks = lane_track[static_cast<std::size_t>(e.stream)];
+        std::size_t lane = 0;
+        while (lane < ends.size() && ends[lane] > e.start_ns) ++lane;
+        if (lane == ends.size()) {
+            ends.push_back(0);
+            if (lane == 0) {
+                tracks.push_back(e.stream);
+            } else {
+                tracks.push_back(static_cast<int>(tl.streams.size()));
+                tl.streams.push_back(
+                    fmt::format("{} (lane {})", r.plan.streams[static_cast<std::size_t>(e.stream)].name, lane + 1));
+            }
+        }
+        ends[lane] = e.start_ns + e.dur_ns;
+        e.stream = tracks[lane];
+    }
     for (const auto& s : r.schedule.memory) tl.device_memory_bytes.push_back({0, s.time_ns, s.total_bytes});
     for (int c = 0; c < kMemCategories; ++c) {
         const auto category = static_cast<MemCategory>(c);

@@ -1,8 +1,10 @@
 // Engine: hand-checkable schedules and invariants on real plans.
 #include "dtsim/profiler/presets.hpp"
+#include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/engine.hpp"
 #include "dtsim/sim/report.hpp"
 #include "dtsim/sim/simulate.hpp"
+#include "dtsim/sim/timeline.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -98,6 +100,119 @@ TEST_CASE("concurrent collectives share the link") {
     Schedule s = run_engine(p, {100, 100}, {1.0, 1.0});
     CHECK(s.timings[0].end_ns == 200);
     CHECK(s.timings[1].end_ns == 200);
+}
+
+TEST_CASE("two lanes: a collective stream runs two at once, and they hide each other's latency") {
+    Plan p;
+    p.add_stream("gloo", TaskKind::collective);
+    p.add_group({2, 1});
+    Task c{.kind = TaskKind::collective, .stream = 0};
+    c.group = 0;
+    for (int i = 0; i < 3; ++i) p.add_task(c, {});
+    // One lane (NCCL): in issue order, one after another.
+    Schedule one = run_engine(p, {100, 100, 100}, {1.0, 1.0});
+    CHECK(one.timings[1].start_ns == 100);
+    CHECK(one.timings[2].end_ns == 300);
+    // Two lanes, no latency part: the first two share the link from the start
+    // (both end at 200) and the third waits for a free lane.
+    CollectiveLanes lanes;
+    lanes.lanes = 2;
+    Schedule shared = run_engine(p, {100, 100, 100}, {1.0, 1.0}, lanes);
+    CHECK(shared.timings[1].start_ns == 0);
+    CHECK(shared.timings[0].end_ns == 200);
+    CHECK(shared.timings[1].end_ns == 200);
+    CHECK(shared.timings[2].start_ns == 200);
+    CHECK(shared.timings[2].end_ns == 300);
+    // 60 of each 100 is latency: both run it at full pace (to 60), then share
+    // the last 40 each (to 140); the third runs alone from 140 to 240.
+    lanes.latency_ns = {60, 60, 60};
+    Schedule hidden = run_engine(p, {100, 100, 100}, {1.0, 1.0}, lanes);
+    CHECK(hidden.timings[0].end_ns == 140);
+    CHECK(hidden.timings[1].end_ns == 140);
+    CHECK(hidden.timings[2].start_ns == 140);
+    CHECK(hidden.timings[2].end_ns == 240);
+}
+
+TEST_CASE("two lanes: a latency part that outlasts the other collective ends on its own clock") {
+    Plan p;
+    p.add_stream("gloo", TaskKind::collective);
+    p.add_group({2, 1});
+    Task c{.kind = TaskKind::collective, .stream = 0};
+    c.group = 0;
+    p.add_task(c, {});
+    p.add_task(c, {});
+    CollectiveLanes lanes;
+    lanes.lanes = 2;
+    // Task 0 is all latency (50); task 1 has 10 of latency, then 90 to move.
+    // 0-10: both at full pace. 10-50: task 1 shares the link alone (task 0 is
+    // still in its latency), so full pace: 40 done. Task 0 ends at 50; task 1
+    // has 50 left, alone: ends at 100.
+    lanes.latency_ns = {50, 10};
+    Schedule s = run_engine(p, {50, 100}, {1.0, 1.0}, lanes);
+    CHECK(s.timings[0].end_ns == 50);
+    CHECK(s.timings[1].end_ns == 100);
+}
+
+TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroupGloo's worker threads do") {
+    Config c;
+    c.model = "mlp-8x1024";
+    c.topology = {1, 2};
+    c.micro_batch = 32;
+    c.precision = Precision::fp32;
+    c.knobs = {{"bucket_cap_mb", "1"}};  // a bucket a layer: allreduces queue up behind each other
+    calib::Calibration cal = calib::load_hardware("a100-sxm");
+    // Most at once on one stream, over the step.
+    const auto most_at_once = [](const SimResult& r) {
+        int most = 0;
+        for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+            if (r.plan.tasks[i].kind != TaskKind::collective) continue;
+            int at_once = 0;
+            for (std::size_t j = 0; j < r.plan.tasks.size(); ++j)
+                at_once += r.plan.tasks[j].kind == TaskKind::collective &&
+                           r.plan.tasks[j].stream == r.plan.tasks[i].stream &&
+                           r.schedule.timings[j].start_ns <= r.schedule.timings[i].start_ns &&
+                           r.schedule.timings[j].end_ns > r.schedule.timings[i].start_ns;
+            most = std::max(most, at_once);
+        }
+        return most;
+    };
+    cal.provenance.backend = "cpu-mpi-openblas";
+    const SimResult mpi = simulate(c, cal);
+    cal.provenance.backend = "cpu-gloo-openblas";
+    const SimResult gloo = simulate(c, cal);
+    CHECK(most_at_once(mpi) == 1);
+    CHECK(most_at_once(gloo) == 2);
+    // The same plan and prices; the lanes only hide latency.
+    REQUIRE(gloo.duration_ns == mpi.duration_ns);
+    CHECK(gloo.schedule.makespan_ns <= mpi.schedule.makespan_ns);
+    const CostModel cost(cal);
+    const CollectiveLanes lanes = cost.lanes(gloo.plan, gloo.duration_ns);
+    CHECK(lanes.lanes == 2);
+    for (std::size_t i = 0; i < gloo.plan.tasks.size(); ++i) {
+        const Task& t = gloo.plan.tasks[i];
+        if (t.kind != TaskKind::collective) {
+            CHECK(lanes.latency_ns[i] == 0);
+            continue;
+        }
+        // The group's price of a one-element call: the same for every bucket, within the bucket's own price.
+        const double one = cost.collective_ns(t.collective, 2 * 4, gloo.plan.groups[static_cast<std::size_t>(t.group)]);
+        CHECK(lanes.latency_ns[i] == std::min(gloo.duration_ns[i], static_cast<std::int64_t>(one + 0.5)));
+        CHECK(lanes.latency_ns[i] > 0);
+    }
+    // The timeline gives the second lane a track of its own: no track holds overlapping events.
+    const Timeline tl = make_timeline(gloo, c, "gloo");
+    CHECK(std::find(tl.streams.begin(), tl.streams.end(), "nccl (lane 2)") != tl.streams.end());
+    std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> tracks;
+    for (const auto& e : tl.events) tracks[e.stream].emplace_back(e.start_ns, e.start_ns + e.dur_ns);
+    for (auto& [track, spans] : tracks) {
+        std::sort(spans.begin(), spans.end());
+        for (std::size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
+    }
+    CHECK(make_timeline(mpi, c, "mpi").streams.size() == mpi.plan.streams.size());
+    cal.provenance.backend = "cpu-mpi-openblas";
+    const CollectiveLanes none = CostModel(cal).lanes(mpi.plan, mpi.duration_ns);
+    CHECK(none.lanes == 1);
+    CHECK(none.latency_ns.empty());
 }
 
 TEST_CASE("memory: allocations at start, frees at end, peak with its breakdown") {

@@ -5,6 +5,7 @@
 
 #include "dtsim/models/workload.hpp"
 #include "dtsim/profiler/calibration.hpp"
+#include "dtsim/sim/engine.hpp"
 #include "dtsim/sim/nccl_model.hpp"
 #include "dtsim/sim/plan.hpp"
 
@@ -60,6 +61,13 @@ public:
 
     // Standalone duration of every task of `plan` in nanoseconds.
     std::vector<std::int64_t> price(const Plan& plan, const models::Workload& workload) const;
+
+    // How the run's process groups run their collectives (run_engine): over
+    // gloo, two at a time, as ProcessGroupGloo's two worker threads do, each
+    // collective's latency part being its group's price for a call of one
+    // element a rank (at most its whole `duration_ns`); elsewhere one at a
+    // time per stream.
+    CollectiveLanes lanes(const Plan& plan, const std::vector<std::int64_t>& duration_ns) const;
 
 private:
     // The measured curve (two points or more) of this kind, group and dtype

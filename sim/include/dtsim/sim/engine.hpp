@@ -33,7 +33,21 @@ struct Schedule {
     std::vector<MemorySample> memory;  // total device memory after each change
 };
 
+// How a transport runs a process group's collectives. NCCL (and MPI): one at
+// a time per stream. torch's ProcessGroupGloo: up to two at once, one on each
+// of its two worker threads over one context (docs/notes/gloo-in-torch.md §2),
+// and two running together hide each other's fixed per-call latency (thread
+// hand-offs, round trips) while sharing the link's bandwidth
+// (bench/torch_xcheck/gloo_lanes.py measures it).
+struct CollectiveLanes {
+    int lanes = 1;  // collectives a collective stream runs at once
+    // Per task: the part of a collective's standalone time that is latency
+    // (runs at its own pace beside another collective); empty: none.
+    std::vector<std::int64_t> latency_ns;
+};
+
 // Runs the plan with standalone task durations `duration_ns` (from CostModel::price).
-Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap);
+Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap,
+                    const CollectiveLanes& lanes = {});
 
 }  // namespace dtsim::sim
