@@ -24,7 +24,15 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
 4. It prints each prediction's error, the median and p90 of |error|, and
    whether dtsim ranks the bucket sizes as torch does where torch's own
    difference exceeds its run-to-run noise.
-5. dtsim's executor as a stand-in for torch: `execute --backend gloo
+5. A second, communication-heavy MLP (--ranking-model, 32 x 512 by default:
+   1 MiB a layer, so bucket_cap_mb=1 makes 32 latency-bound allreduces and
+   100 one exposed 32 MiB allreduce) for the bucket ranking: on the main
+   model torch's bucket differences rarely exceed its own run-to-run noise
+   on this 2-core machine, so that check had no pair to count. Its three
+   bucket sizes run --ranking-runs times each (3), torch's GEMMs at its
+   shapes join the calibration's GEMM points, and its table gives torch's
+   runs, dtsim's prediction and the ranking over the pairs torch separates.
+6. dtsim's executor as a stand-in for torch: `execute --backend gloo
    --allocator torch --mode train` runs every case for real (gloo collectives
    called as ProcessGroupGloo calls them, gradients freed and reallocated each
    step under glibc's default malloc); its step time is printed beside
@@ -173,17 +181,18 @@ def run_torch_case(ranks: int, kwargs: dict, a, spec: tuple | None = None, fault
     return statistics.median(run["times"][a.warmup:])
 
 
-def time_gemm_points(a, windows: list[list[float]] | None = None) -> list[dict]:
+def time_gemm_points(a, windows: list[list[float]] | None = None, width: int | None = None) -> list[dict]:
     """torch's own GEMMs (one thread) at the model's shapes, as dtsim's GEMM points (m, n, k, time_us).
 
     This machine's speed drifts 10-50 % within minutes, so one timing window
     says little of the runs beside it. With `windows`, each call appends its
     (forward, dgrad, wgrad) times to it and the points take the median over
-    every window so far (main() times a window before each torch case)."""
+    every window so far (main() times a window before each torch case).
+    `width`: the model's width (a.width by default)."""
     import torch
 
     torch.set_num_threads(1)
-    B, W = a.batch, a.width
+    B, W = a.batch, width or a.width
     x, w, bias, dy = torch.randn(B, W), torch.randn(W, W), torch.randn(W), torch.randn(B, W)
 
     def mean_us(fn) -> float:
@@ -222,8 +231,8 @@ def dtsim_args(spec: list[str], a) -> list[str]:
     return args
 
 
-def dtsim_predict(dtsim: str, hardware: str, ranks: int, spec: list[str], a) -> float:
-    cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
+def dtsim_predict(dtsim: str, hardware: str, ranks: int, spec: list[str], a, model: str | None = None) -> float:
+    cmd = [dtsim, "simulate", "--model", model or f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
            "--gpus-per-node", str(ranks), "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
            "--format", "json"] + dtsim_args(spec, a)
     r = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -274,11 +283,26 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--quick-calibration", action="store_true", help="calibrate --quick (collectives to 1 MiB only)")
+    ap.add_argument("--ranking-model", default="32x512",
+                    help="LxW of the communication-heavy MLP whose bucket sizes are ranked (none: skip it)")
+    ap.add_argument("--ranking-runs", type=int, default=3, help="torch runs of each bucket size on that model")
     ap.add_argument("--out", help="append the table to this markdown file")
     a = ap.parse_args()
     if not os.access(a.dtsim, os.X_OK):
         print(f"steptime.py: {a.dtsim} is not an executable dtsim; build it first", file=sys.stderr)
         return 2
+    ranking = None
+    if a.ranking_model != "none":
+        try:
+            ranking = tuple(int(v) for v in a.ranking_model.split("x"))
+            assert len(ranking) == 2 and min(ranking) > 0
+        except (ValueError, AssertionError):
+            print(f"steptime.py: --ranking-model {a.ranking_model!r}: expected LxW (for example 32x512) or none",
+                  file=sys.stderr)
+            return 2
+        if a.ranking_runs < 2:
+            print("steptime.py: --ranking-runs must be at least 2 (the noise needs two runs)", file=sys.stderr)
+            return 2
     import torch
 
     busy = compilers_running()
@@ -291,16 +315,28 @@ def main() -> int:
             print(f"torch: {name} (run {rep + 1})", file=sys.stderr)
             time_gemm_points(a, windows)  # a GEMM timing window beside each run
             measured.setdefault(name, []).append(run_torch_case(ranks, kwargs, a, faults=faults.setdefault(name, [])))
+    ranked: dict[str, list[float]] = {}
+    ranking_windows: list[list[float]] = []
+    if ranking:
+        for rep in range(a.ranking_runs):
+            for name in BUCKET_CASES:
+                print(f"torch: mlp-{ranking[0]}x{ranking[1]} {name} (run {rep + 1})", file=sys.stderr)
+                time_gemm_points(a, ranking_windows, ranking[1])
+                ranked.setdefault(name, []).append(
+                    run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1])))
     gemms = time_gemm_points(a, windows)
+    ranking_gemms = time_gemm_points(a, ranking_windows, ranking[1]) if ranking else []
     with tempfile.TemporaryDirectory() as d:
         cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration)
-        cal["gemm_points"] = [{k: v for k, v in g.items() if k != "layouts"} for g in gemms]
+        cal["gemm_points"] = [{k: v for k, v in g.items() if k != "layouts"} for g in gemms + ranking_gemms]
         cal["name"] = cal["name"] + "+torch-gemms"
         cal["provenance"]["notes"] += f"; GEMM points timed with torch {torch.__version__} (MKL) by steptime.py"
         merged = os.path.join(d, "torch.json")
         with open(merged, "w") as f:
             json.dump(cal, f, indent=1)
         predicted = {name: dtsim_predict(a.dtsim, merged, ranks, knobs, a) for name, (ranks, _, knobs) in CASES.items()}
+        ranked_predicted = {name: dtsim_predict(a.dtsim, merged, 2, CASES[name][2], a,
+                                                f"mlp-{ranking[0]}x{ranking[1]}") for name in ranked}
     executed = {}
     for name, (ranks, _, knobs) in CASES.items():
         print(f"dtsim execute: {name}", file=sys.stderr)
@@ -337,6 +373,24 @@ def main() -> int:
     lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, p90 {p90(errors) * 100:.1f} % "
                   f"(targets: 10 %, 15 %)."]
     lines.append(bucket_ranking(measured, predicted, BUCKET_CASES))
+    if ranking:
+        lines += ["", f"Bucket ranking on the communication-heavy mlp-{ranking[0]}x{ranking[1]} (batch {a.batch} per "
+                      f"rank, 2 ranks, {a.ranking_runs} torch runs per bucket size, interleaved; its GEMM points "
+                      "timed as above):", ""]
+        for i, g in enumerate(ranking_gemms):
+            lo, hi = min(w[i] for w in ranking_windows), max(w[i] for w in ranking_windows)
+            lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
+                         ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) +
+                         f" (windows {lo:.0f}-{hi:.0f} us)")
+        lines += ["", "| case | torch runs (ms) | torch mean (ms) | noise | dtsim (ms) | error |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for name in BUCKET_CASES:
+            runs = ranked[name]
+            t = statistics.fmean(runs)
+            lines.append(f"| {name} | {', '.join(f'{r * 1e3:.1f}' for r in runs)} | {t * 1e3:.1f} | "
+                         f"{(max(runs) - min(runs)) / t * 100:.1f} % | {ranked_predicted[name] * 1e3:.1f} | "
+                         f"{(ranked_predicted[name] / t - 1) * 100:+.1f} % |")
+        lines += ["", bucket_ranking(ranked, ranked_predicted, BUCKET_CASES)]
     publish(lines, a.out)
     return 0
 
