@@ -13,6 +13,35 @@ namespace dtsim::sim {
 using calib::CollectiveKind;
 using calib::LinkScope;
 
+namespace {
+
+// Plans repeat the same collective call (per layer, per bucket): each distinct
+// call is priced once.
+class CallPrices {
+public:
+    struct Key {
+        CollectiveKind kind;
+        DType dtype;
+        std::int64_t bytes;
+        std::int32_t group;
+        bool operator==(const Key&) const = default;
+    };
+    template <class Price>
+    double of(const Key& key, const Price& price) {
+        auto it = std::find(keys_.begin(), keys_.end(), key);
+        if (it != keys_.end()) return prices_[static_cast<std::size_t>(it - keys_.begin())];
+        keys_.push_back(key);
+        prices_.push_back(price());
+        return prices_.back();
+    }
+
+private:
+    std::vector<Key> keys_;
+    std::vector<double> prices_;
+};
+
+}  // namespace
+
 CostModel::CostModel(const calib::Calibration& calibration, NcclEnv nccl_env)
     : cal_(&calibration), nccl_env_(nccl_env), gloo_(calibration.provenance.gloo_collectives()) {
     for (const auto& p : calibration.gemm_points) layout_measured_[static_cast<std::size_t>(p.layout)] = true;
@@ -264,13 +293,6 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         return cache[i];
     };
     std::vector<std::int64_t> out(plan.tasks.size());
-    struct CollectiveKey {
-        CollectiveKind kind;
-        DType dtype;
-        std::int64_t bytes;
-        std::int32_t group;
-        bool operator==(const CollectiveKey&) const = default;
-    };
     // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
     // A profile's measured layers already paid it for theirs; what the strategy
     // adds (FSDP's flat gradient, its gathered parameters, the reduced shards) they did not.
@@ -285,8 +307,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
         return fresh ? static_cast<double>(bytes) / cal_->host.first_touch_gbps : 0.0;
     };
     const auto fresh_ns = [&](std::int64_t bytes) { return bytes > kAlwaysMapped ? touch_ns(bytes) : 0.0; };
-    std::vector<CollectiveKey> collective_keys;
-    std::vector<double> collective_prices;
+    CallPrices calls;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
         double ns = 0;
@@ -314,16 +335,10 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 if (t.fresh_output) ns += touch_ns(t.bytes / 2);
                 break;
             case TaskKind::collective: {
-                // Plans repeat the same collective (per layer, per bucket): price each once.
-                const CollectiveKey key{t.collective, t.dtype, t.bytes, t.group};
-                auto it = std::find(collective_keys.begin(), collective_keys.end(), key);
-                if (it == collective_keys.end()) {
-                    collective_keys.push_back(key);
-                    collective_prices.push_back(
-                        collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)], t.dtype));
-                    it = collective_keys.end() - 1;
-                }
-                ns = collective_prices[static_cast<std::size_t>(it - collective_keys.begin())];
+                ns = calls.of({t.collective, t.dtype, t.bytes, t.group}, [&] {
+                    return collective_ns(t.collective, t.bytes, plan.groups[static_cast<std::size_t>(t.group)],
+                                         t.dtype);
+                });
                 // Its output, where the strategy allocates it for the call (FSDP's all-gathers and reduce-scatters),
                 // and over gloo the buffer torch's ProcessGroupGloo allocates inside it (`gloo_`).
                 if (!fresh) break;  // GPUs, and allocators that keep memory: nothing to add
@@ -352,27 +367,15 @@ CollectiveLanes CostModel::lanes(const Plan& plan, const std::vector<std::int64_
     if (!gloo_) return out;
     out.lanes = 2;  // ProcessGroupGloo::Options::threads: 2 per device, one device
     out.latency_ns.assign(plan.tasks.size(), 0);
-    // Priced once per kind, dtype and group, as price() does.
-    struct Key {
-        CollectiveKind kind;
-        DType dtype;
-        std::int32_t group;
-        bool operator==(const Key&) const = default;
-    };
-    std::vector<std::pair<Key, std::int64_t>> priced;
+    CallPrices calls;
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
         if (t.kind != TaskKind::collective) continue;
-        const Key key{t.collective, t.dtype, t.group};
-        auto it = std::find_if(priced.begin(), priced.end(), [&](const auto& p) { return p.first == key; });
-        if (it == priced.end()) {
-            const CommGroup& group = plan.groups[static_cast<std::size_t>(t.group)];
-            const double one_element = collective_ns(
-                t.collective, static_cast<std::int64_t>(group.size) * dtype_bytes(t.dtype), group, t.dtype);
-            priced.emplace_back(key, static_cast<std::int64_t>(one_element + 0.5));
-            it = priced.end() - 1;
-        }
-        out.latency_ns[i] = std::min(duration_ns[i], it->second);
+        const CommGroup& group = plan.groups[static_cast<std::size_t>(t.group)];
+        const std::int64_t one_element = static_cast<std::int64_t>(group.size) * dtype_bytes(t.dtype);
+        const double latency = calls.of({t.collective, t.dtype, one_element, t.group},
+                                        [&] { return collective_ns(t.collective, one_element, group, t.dtype); });
+        out.latency_ns[i] = std::min(duration_ns[i], static_cast<std::int64_t>(latency + 0.5));
     }
     return out;
 }

@@ -64,8 +64,9 @@ def main() -> int:
     a = ap.parse_args()
     try:
         sizes = [int(v) for v in a.sizes_kib.split(",")]
-        assert sizes and min(sizes) > 0
-    except (ValueError, AssertionError):
+        if not sizes or min(sizes) <= 0:
+            raise ValueError
+    except ValueError:
         print(f"gloo_lanes.py: --sizes-kib {a.sizes_kib!r}: expected positive integers, comma-separated",
               file=sys.stderr)
         return 2

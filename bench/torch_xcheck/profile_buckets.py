@@ -87,8 +87,9 @@ def main() -> int:
     try:
         layers, width = (int(v) for v in a.model.split("x"))
         buckets = [int(v) for v in a.buckets.split(",")]
-        assert layers > 0 and width > 0 and buckets and min(buckets) > 0 and a.runs > 0
-    except (ValueError, AssertionError):
+        if min(layers, width, a.runs) <= 0 or not buckets or min(buckets) <= 0:
+            raise ValueError
+    except ValueError:
         print(f"profile_buckets.py: --model {a.model!r} / --buckets {a.buckets!r} / --runs {a.runs}: expected LxW, "
               "positive integers comma-separated, and at least one run", file=sys.stderr)
         return 2

@@ -295,8 +295,9 @@ def main() -> int:
     if a.ranking_model != "none":
         try:
             ranking = tuple(int(v) for v in a.ranking_model.split("x"))
-            assert len(ranking) == 2 and min(ranking) > 0
-        except (ValueError, AssertionError):
+            if len(ranking) != 2 or min(ranking) <= 0:
+                raise ValueError
+        except ValueError:
             print(f"steptime.py: --ranking-model {a.ranking_model!r}: expected LxW (for example 32x512) or none",
                   file=sys.stderr)
             return 2

@@ -32,15 +32,25 @@ TEST_CASE("measure without min_sample_us takes one call per sample") {
     CHECK(m.mean_us == Approx((2.0 + 3 + 4 + 5) / 4));
 }
 
-TEST_CASE("measure with min_sample_us averages calls over at least that much time") {
-    // A clock of the test's own: each call takes exactly 1 ms, so every 5 ms
-    // sample is 5 calls whatever the machine's load.
+namespace {
+
+// Exactly three samples, each repeating its call for at least 5 ms, no warm-up.
+RepeatPolicy three_5ms_samples() {
     RepeatPolicy p;
     p.warmup = 0;
     p.min_samples = 3;
     p.max_samples = 3;
     p.budget_s = 0;
     p.min_sample_us = 5000;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("measure with min_sample_us averages calls over at least that much time") {
+    // A clock of the test's own: each call takes exactly 1 ms, so every 5 ms
+    // sample is 5 calls whatever the machine's load.
+    const RepeatPolicy p = three_5ms_samples();
     double clock_us = 0;
     int calls = 0;
     const Measurement m = measure(
@@ -61,12 +71,7 @@ TEST_CASE("measure with min_sample_us averages calls over at least that much tim
 }
 
 TEST_CASE("measure with min_sample_us on the wall clock runs each sample at least that long") {
-    RepeatPolicy p;
-    p.warmup = 0;
-    p.min_samples = 3;
-    p.max_samples = 3;
-    p.budget_s = 0;
-    p.min_sample_us = 5000;
+    const RepeatPolicy p = three_5ms_samples();
     int calls = 0;
     const auto start = std::chrono::steady_clock::now();
     const Measurement m = measure(p, [&] {

@@ -102,13 +102,23 @@ TEST_CASE("concurrent collectives share the link") {
     CHECK(s.timings[1].end_ns == 200);
 }
 
-TEST_CASE("two lanes: a collective stream runs two at once, and they hide each other's latency") {
+namespace {
+
+// One collective stream holding `n` independent collectives.
+Plan one_collective_stream(int n) {
     Plan p;
     p.add_stream("gloo", TaskKind::collective);
     p.add_group({2, 1});
     Task c{.kind = TaskKind::collective, .stream = 0};
     c.group = 0;
-    for (int i = 0; i < 3; ++i) p.add_task(c, {});
+    for (int i = 0; i < n; ++i) p.add_task(c, {});
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("two lanes: a collective stream runs two at once, and they hide each other's latency") {
+    const Plan p = one_collective_stream(3);
     // One lane (NCCL): in issue order, one after another.
     Schedule one = run_engine(p, {100, 100, 100}, {1.0, 1.0});
     CHECK(one.timings[1].start_ns == 100);
@@ -134,13 +144,7 @@ TEST_CASE("two lanes: a collective stream runs two at once, and they hide each o
 }
 
 TEST_CASE("two lanes: a latency part that outlasts the other collective ends on its own clock") {
-    Plan p;
-    p.add_stream("gloo", TaskKind::collective);
-    p.add_group({2, 1});
-    Task c{.kind = TaskKind::collective, .stream = 0};
-    c.group = 0;
-    p.add_task(c, {});
-    p.add_task(c, {});
+    const Plan p = one_collective_stream(2);
     CollectiveLanes lanes;
     lanes.lanes = 2;
     // Task 0 is all latency (50); task 1 has 10 of latency, then 90 to move.
@@ -199,6 +203,23 @@ TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroup
         CHECK(lanes.latency_ns[i] == std::min(gloo.duration_ns[i], static_cast<std::int64_t>(one + 0.5)));
         CHECK(lanes.latency_ns[i] > 0);
     }
+    // A per-call constant: a 25 MiB bucket's latency part is a 4 MiB bucket's, and only part of its time.
+    Config big = c;
+    big.knobs = {{"bucket_cap_mb", "25"}};
+    const SimResult wide = simulate(big, cal);
+    const CollectiveLanes wide_lanes = cost.lanes(wide.plan, wide.duration_ns);
+    std::size_t small_bucket = 0, large_bucket = 0;
+    for (std::size_t i = 0; i < gloo.plan.tasks.size(); ++i)
+        if (gloo.plan.tasks[i].kind == TaskKind::collective) small_bucket = i;
+    for (std::size_t i = 0; i < wide.plan.tasks.size(); ++i)
+        if (wide.plan.tasks[i].kind == TaskKind::collective &&
+            (wide.plan.tasks[large_bucket].kind != TaskKind::collective ||
+             wide.plan.tasks[i].bytes > wide.plan.tasks[large_bucket].bytes))
+            large_bucket = i;
+    REQUIRE(wide.plan.tasks[large_bucket].bytes > gloo.plan.tasks[small_bucket].bytes);
+    if (lanes.latency_ns[small_bucket] < gloo.duration_ns[small_bucket])
+        CHECK(wide_lanes.latency_ns[large_bucket] == lanes.latency_ns[small_bucket]);
+    CHECK(wide_lanes.latency_ns[large_bucket] < wide.duration_ns[large_bucket]);
     // The timeline gives the second lane a track of its own: no track holds overlapping events.
     const Timeline tl = make_timeline(gloo, c, "gloo");
     CHECK(std::find(tl.streams.begin(), tl.streams.end(), "nccl (lane 2)") != tl.streams.end());

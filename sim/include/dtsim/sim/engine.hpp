@@ -39,6 +39,9 @@ struct Schedule {
 // and two running together hide each other's fixed per-call latency (thread
 // hand-offs, round trips) while sharing the link's bandwidth
 // (bench/torch_xcheck/gloo_lanes.py measures it).
+// A collective stream stands for one process group, so lanes apply per
+// stream. Where two streams share one group (ZeRO-3's all-gather and
+// reduce-scatter streams, one DeepSpeed group) up to twice the lanes run.
 struct CollectiveLanes {
     int lanes = 1;  // collectives a collective stream runs at once
     // Per task: the part of a collective's standalone time that is latency
