@@ -72,8 +72,16 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
     return tl;
 }
 
+void name_collective_streams(Timeline& tl, std::string_view library) {
+    constexpr std::string_view kPlanName = "nccl";
+    for (auto& s : tl.streams)
+        if (s.starts_with(kPlanName) && (s.size() == kPlanName.size() || s[kPlanName.size()] == ' '))
+            s.replace(0, kPlanName.size(), library);
+}
+
 Timeline make_timeline(const SimResult& r, const Config& config, const calib::Calibration& calibration) {
     Timeline tl = make_timeline(r, config, calibration.name);
+    name_collective_streams(tl, calibration.provenance.collective_library());
     if (!calibration.nccl.present()) return tl;
     const CostModel cost(calibration, parse_nccl_env(config.env));
     for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {

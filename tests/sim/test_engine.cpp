@@ -221,19 +221,39 @@ TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroup
         CHECK(wide_lanes.latency_ns[large_bucket] == lanes.latency_ns[small_bucket]);
     CHECK(wide_lanes.latency_ns[large_bucket] < wide.duration_ns[large_bucket]);
     // The timeline gives the second lane a track of its own: no track holds overlapping events.
-    const Timeline tl = make_timeline(gloo, c, "gloo");
-    CHECK(std::find(tl.streams.begin(), tl.streams.end(), "nccl (lane 2)") != tl.streams.end());
+    // Titled by the calibration, the timeline names the stream after the library that ran it.
+    const Timeline tl = make_timeline(gloo, c, cal);
+    const auto has = [](const Timeline& t, const std::string& name) {
+        return std::find(t.streams.begin(), t.streams.end(), name) != t.streams.end();
+    };
+    CHECK(has(tl, "gloo"));
+    CHECK(has(tl, "gloo (lane 2)"));
+    CHECK_FALSE(has(tl, "nccl"));
+    CHECK_FALSE(has(tl, "nccl (lane 2)"));
     std::map<int, std::vector<std::pair<std::int64_t, std::int64_t>>> tracks;
     for (const auto& e : tl.events) tracks[e.stream].emplace_back(e.start_ns, e.start_ns + e.dur_ns);
     for (auto& [track, spans] : tracks) {
         std::sort(spans.begin(), spans.end());
         for (std::size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
     }
-    CHECK(make_timeline(mpi, c, "mpi").streams.size() == mpi.plan.streams.size());
     cal.provenance.backend = "cpu-mpi-openblas";
+    const Timeline mpi_tl = make_timeline(mpi, c, cal);
+    CHECK(mpi_tl.streams.size() == mpi.plan.streams.size());
+    CHECK(has(mpi_tl, "mpi"));
+    CHECK_FALSE(has(mpi_tl, "nccl"));
+    // A GPU preset's collectives are NCCL's.
+    CHECK(has(make_timeline(mpi, c, calib::load_hardware("a100-sxm")), "nccl"));
     const CollectiveLanes none = CostModel(cal).lanes(mpi.plan, mpi.duration_ns);
     CHECK(none.lanes == 1);
     CHECK(none.latency_ns.empty());
+}
+
+TEST_CASE("name_collective_streams renames the Plan's \"nccl\" stream and its lanes, nothing else") {
+    Timeline tl;
+    tl.streams = {"compute", "nccl", "nccl (lane 2)", "nccl:allreduce", "ncclx", "shard group"};
+    name_collective_streams(tl, "gloo");
+    CHECK(tl.streams ==
+          std::vector<std::string>{"compute", "gloo", "gloo (lane 2)", "nccl:allreduce", "ncclx", "shard group"});
 }
 
 TEST_CASE("memory: allocations at start, frees at end, peak with its breakdown") {

@@ -148,6 +148,9 @@ struct Provenance {
     bool host_ranks() const { return backend.starts_with("cpu-"); }
     // Its collectives ran over gloo, as torch's ProcessGroupGloo runs them.
     bool gloo_collectives() const { return backend.starts_with("cpu-gloo-"); }
+    // The library that ran its collectives, as a timeline names their stream:
+    // "gloo", "mpi" (other CPU calibrations) or "nccl" (GPUs and presets).
+    std::string_view collective_library() const { return gloo_collectives() ? "gloo" : host_ranks() ? "mpi" : "nccl"; }
 };
 
 // One graph NCCL's topology search found (src/graph/search.cc): its channel

@@ -51,7 +51,13 @@ struct Timeline {
 Timeline make_timeline(const SimResult& result, const Config& config, const std::string& hardware);
 // The same, titled with the calibration's name; each collective the
 // calibration's NCCL model prices also carries NCCL's choice (arg "nccl":
-// "Tree/LL128"), which the GUI shows on hover.
+// "Tree/LL128"), which the GUI shows on hover. Its collective stream is named
+// after the library the calibration measured (name_collective_streams).
 Timeline make_timeline(const SimResult& result, const Config& config, const calib::Calibration& calibration);
+
+// A Plan calls DDP's and ZeRO's collective stream "nccl", whatever runs it.
+// Renames that stream's tracks ("nccl", "nccl (lane 2)") after `library`
+// ("gloo", "mpi"), so that a CPU run's timeline does not say NCCL.
+void name_collective_streams(Timeline& timeline, std::string_view library);
 
 }  // namespace dtsim::sim
