@@ -294,6 +294,8 @@ std::string to_json_text(const Calibration& c) {
                  {"nvme_read_gbps", c.host.nvme_read_gbps},
                  {"nvme_write_gbps", c.host.nvme_write_gbps}};
     if (c.host.first_touch_gbps > 0) j["host"]["first_touch_gbps"] = c.host.first_touch_gbps;  // CPU calibrations
+    if (c.host.mem_bw_one_rank_gbps > 0) j["host"]["mem_bw_one_rank_gbps"] = c.host.mem_bw_one_rank_gbps;
+    if (c.host.first_touch_one_rank_gbps > 0) j["host"]["first_touch_one_rank_gbps"] = c.host.first_touch_one_rank_gbps;
     j["overlap"] = {{"compute_slowdown_under_comm", c.overlap.compute_slowdown_under_comm},
                     {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute},
                     {"compute_slowdown_under_host", c.overlap.compute_slowdown_under_host},
@@ -360,6 +362,10 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
         c.host.cpu_torch_adam_params_per_s =
             h.has("cpu_torch_adam_params_per_s") ? h.number_within("cpu_torch_adam_params_per_s", kParamsPerS) : 0;
         c.host.first_touch_gbps = h.has("first_touch_gbps") ? h.number_within("first_touch_gbps", kOptionalRateGbps) : 0;
+        c.host.mem_bw_one_rank_gbps =
+            h.has("mem_bw_one_rank_gbps") ? h.number_within("mem_bw_one_rank_gbps", kOptionalRateGbps) : 0;
+        c.host.first_touch_one_rank_gbps =
+            h.has("first_touch_one_rank_gbps") ? h.number_within("first_touch_one_rank_gbps", kOptionalRateGbps) : 0;
         c.host.nvme_read_gbps = h.number_within("nvme_read_gbps", kOptionalRateGbps);
         c.host.nvme_write_gbps = h.number_within("nvme_write_gbps", kOptionalRateGbps);
     }

@@ -41,5 +41,11 @@ inline double pace_rate(double local) {
 // Streaming and copy bandwidth, the cost of a tiny pass and CPU Adam into `c`:
 // the memory-bound figures, which all ranks of a host share.
 void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, const ProgressFn& progress);
+// Memory bandwidth and the first-touch rate of one rank alone, the node's other
+// ranks asleep (HostSpec::mem_bw_one_rank_gbps), from c's busy figures and the
+// ratio of samples alone to samples taken in alternation with every rank busy:
+// where a node runs more than one rank; else leaves them 0. Collective over
+// MPI_COMM_WORLD.
+void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy);
 
 }  // namespace dtsim::profiler

@@ -4,6 +4,8 @@
 #include "dtsim/sim/cost_model.hpp"
 #include "dtsim/sim/strategy.hpp"
 
+#include <algorithm>
+
 namespace dtsim::sim {
 
 models::Workload build_workload(const Config& config) {
@@ -50,8 +52,26 @@ PhasedResult simulate_phases(std::shared_ptr<const models::Workload> workload, c
     return out;
 }
 
+std::optional<calib::Calibration> with_node_share(const calib::Calibration& c, int ranks_per_node) {
+    const calib::HostSpec& h = c.host;
+    if (!c.provenance.host_ranks() || ranks_per_node <= 0 || ranks_per_node >= c.gpus_per_node ||
+        (h.mem_bw_one_rank_gbps <= 0 && h.first_touch_one_rank_gbps <= 0))
+        return std::nullopt;
+    const double share = static_cast<double>(c.gpus_per_node) / ranks_per_node;
+    const auto rate = [&](double all_busy, double alone) {
+        return alone > 0 && all_busy > 0 ? std::min(alone, all_busy * share) : all_busy;
+    };
+    calib::Calibration out = c;
+    out.device.mem_bw_gbps = rate(c.device.mem_bw_gbps, h.mem_bw_one_rank_gbps);
+    out.host.first_touch_gbps = rate(h.first_touch_gbps, h.first_touch_one_rank_gbps);
+    out.host.mem_bw_one_rank_gbps = out.host.first_touch_one_rank_gbps = 0;
+    return out;
+}
+
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration) {
+    if (const auto shared = with_node_share(calibration, config.topology.gpus_per_node))
+        return simulate(std::move(workload), config, *shared);
     SimResult r;
     if (calibration.provenance.host_ranks() && !config.collectives_block_compute) {
         Config on_cpu = config;  // the model's thread waits in each synchronous collective

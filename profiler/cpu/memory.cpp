@@ -21,20 +21,15 @@ namespace {
 // Keeps results observable so that the compiler cannot drop the kernels.
 volatile float g_sink = 0;
 
-}  // namespace
+// Each sample streams 128 MiB through the executor's 32 MiB scratch, as a
+// pass over a real tensor streams through it; quick runs too: 32 MiB samples
+// (one pass over the scratch) came out 10-30 % faster.
+constexpr std::size_t kSampleBytes = 64u << 20;
 
-MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress) {
-    // Each sample streams 128 MiB through the executor's 32 MiB scratch, as a
-    // pass over a real tensor streams through it; quick runs too: 32 MiB
-    // samples (one pass over the scratch) came out 10-30 % faster.
-    const std::size_t bytes = 64u << 20;
-    MemoryResult r;
-
-    if (progress) progress("memory: stream", 0.0);
-    // The executor's elementwise kernel over its scratch (cpu_kernels.hpp):
-    // bytes moved per pass = bytes read + bytes written, as the Plan counts them.
-    runtime::Floats scratch(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
-    const auto pass_bytes = static_cast<std::int64_t>(bytes) * 2;
+// The executor's elementwise kernel over its scratch (cpu_kernels.hpp): bytes
+// moved per pass = bytes read + bytes written, as the Plan counts them.
+double stream_gbps(const RepeatPolicy& policy, runtime::Floats& scratch) {
+    const auto pass_bytes = static_cast<std::int64_t>(kSampleBytes) * 2;
     const Measurement stream = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
         runtime::memory_pass(pass_bytes, scratch);
@@ -42,7 +37,27 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
         g_sink = scratch.back();
         return us;
     });
-    r.stream_gbps = static_cast<double>(pass_bytes) / (stream.mean_us * 1e3);
+    return static_cast<double>(pass_bytes) / (stream.mean_us * 1e3);
+}
+
+runtime::Floats memory_scratch() {
+    return runtime::Floats(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+}
+
+}  // namespace
+
+double bench_stream_gbps(const RepeatPolicy& policy) {
+    runtime::Floats scratch = memory_scratch();
+    return stream_gbps(policy, scratch);
+}
+
+MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress) {
+    const std::size_t bytes = kSampleBytes;
+    MemoryResult r;
+
+    if (progress) progress("memory: stream", 0.0);
+    runtime::Floats scratch = memory_scratch();
+    r.stream_gbps = stream_gbps(policy, scratch);
 
     if (progress) progress("memory: memcpy", 0.4);
     // Copy bandwidth: bytes copied per second (each byte is read once and written

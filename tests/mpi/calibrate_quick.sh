@@ -19,6 +19,9 @@ grep -q '"backend": "cpu-mpi-openblas"' cal.json
 grep -q '"kind": "allreduce"' cal.json
 # The first-touch rate of fresh pages (torch's freed gradients come back from the OS) is measured.
 grep -Eq '"first_touch_gbps": [0-9.e+]+' cal.json
+# Two ranks share the node's memory: one rank alone is measured too, for runs with fewer ranks a node.
+grep -Eq '"mem_bw_one_rank_gbps": [0-9.e+]+' cal.json
+grep -Eq '"first_touch_one_rank_gbps": [0-9.e+]+' cal.json
 # nccl-tests' columns were printed for every collective.
 grep -q 'busbw' calibrate.out
 

@@ -251,6 +251,26 @@ TEST_CASE("GEMM layouts and layout ratios survive the round trip, and files with
                           Catch::Contains("nn, nt or tn"));
 }
 
+TEST_CASE("a CPU calibration's one-rank memory figures survive the round trip, and files without them read as 0") {
+    Calibration c = measured_calibration();
+    c.provenance.backend = "cpu-gloo-openblas";
+    c.host.first_touch_gbps = 1.5;
+    c.host.mem_bw_one_rank_gbps = 23.25;
+    c.host.first_touch_one_rank_gbps = 1.75;
+    const std::string text = to_json_text(c);
+    const Calibration back = calibration_from_json_text(text, "cpu.json");
+    CHECK(back.host.mem_bw_one_rank_gbps == 23.25);
+    CHECK(back.host.first_touch_one_rank_gbps == 1.75);
+    CHECK(to_json_text(back) == text);
+    nlohmann::json j = nlohmann::json::parse(text);
+    j["host"].erase("mem_bw_one_rank_gbps");
+    j["host"].erase("first_touch_one_rank_gbps");
+    const Calibration older = calibration_from_json_text(j.dump(), "older.json");
+    CHECK(older.host.mem_bw_one_rank_gbps == 0);
+    CHECK(older.host.first_touch_one_rank_gbps == 0);
+    CHECK(older.host.first_touch_gbps == 1.5);
+}
+
 TEST_CASE("calibrations written before host interference was measured still load, at 1.0") {
     nlohmann::json j = nlohmann::json::parse(to_json_text(measured_calibration()));
     j["overlap"].erase("compute_slowdown_under_host");

@@ -166,6 +166,45 @@ TEST_CASE("torch's CPU default: gradients freed by zero_grad are faulted in agai
     }
 }
 
+TEST_CASE("CPU ranks share their node's memory: fewer ranks a node get min(one rank alone, the node's total)") {
+    calib::Calibration cal = calib::load_hardware("a100-sxm");
+    cal.provenance.backend = "cpu-mpi-openblas";
+    cal.gpus_per_node = 4;  // measured with four ranks busy on the node
+    cal.device.mem_bw_gbps = 10;
+    cal.host.first_touch_gbps = 1.0;
+    const calib::Calibration busy_only = cal;  // a calibration from before the one-rank figures
+    cal.host.mem_bw_one_rank_gbps = 25;
+    cal.host.first_touch_one_rank_gbps = 1.5;
+    // One rank a node: it has the node's memory to itself, but no more than one rank alone moves
+    // (min(25, 4 x 10) and min(1.5, 4 x 1.0)).
+    const auto one = with_node_share(cal, 1);
+    REQUIRE(one);
+    CHECK(one->device.mem_bw_gbps == 25);
+    CHECK(one->host.first_touch_gbps == 1.5);
+    // Two a node share the node's 40 GB/s: 20 each, below one rank alone.
+    const auto two = with_node_share(cal, 2);
+    REQUIRE(two);
+    CHECK(two->device.mem_bw_gbps == 20);
+    CHECK(two->host.first_touch_gbps == 1.5);
+    // As many ranks as the calibration measured, GPUs, and calibrations without one-rank figures: unchanged.
+    CHECK_FALSE(with_node_share(cal, 4));
+    CHECK_FALSE(with_node_share(busy_only, 1));
+    calib::Calibration gpu = cal;
+    gpu.provenance.backend = "cuda-nccl-cublas";
+    CHECK_FALSE(with_node_share(gpu, 1));
+    // simulate prices a one-rank run at those rates, faster than at the busy node's.
+    Config c;
+    c.model = "mlp-4x512";
+    c.topology = {1, 1};
+    c.micro_batch = 16;
+    c.optimizer = OptimizerKind::sgd;
+    const SimResult shared = simulate(c, cal);
+    CHECK(shared.duration_ns == simulate(c, *one).duration_ns);
+    CHECK(shared.metrics.step_time_s < simulate(c, busy_only).metrics.step_time_s);
+    c.topology = {1, 4};
+    CHECK(simulate(c, cal).duration_ns == simulate(c, busy_only).duration_ns);
+}
+
 TEST_CASE("broadcast_buffers: BatchNorm buffers are broadcast once per step, before the first forward") {
     const auto cal = calib::load_hardware("a100-sxm");
     Config c;

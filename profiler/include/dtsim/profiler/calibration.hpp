@@ -119,6 +119,13 @@ struct HostSpec {
     // a write of mapped memory. 0: not measured, or a device whose allocator
     // keeps its memory (CUDA's caching allocator): no cost.
     double first_touch_gbps = 0;
+    // CPU ranks share their node's memory: mem_bw_gbps and first_touch_gbps
+    // are each rank's rate with every rank of the node busy. The same two
+    // measured by one rank alone, the node's other ranks idle (0: not
+    // measured; GPUs, one rank a node). A run with fewer ranks per node than
+    // the calibration gets more of each (sim::with_node_share).
+    double mem_bw_one_rank_gbps = 0;
+    double first_touch_one_rank_gbps = 0;
 };
 
 // How much concurrent work slows other work (>= 1): compute and collectives;

@@ -37,6 +37,8 @@ struct MemoryResult {
     double kernel_overhead_us = 0;  // the cost of a tiny pass (call overhead)
 };
 MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress);
+// MemoryResult::stream_gbps alone.
+double bench_stream_gbps(const RepeatPolicy& policy);
 
 struct FileIoResult {
     double write_gbps = 0;

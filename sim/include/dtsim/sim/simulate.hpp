@@ -10,6 +10,7 @@
 #include "dtsim/sim/plan.hpp"
 
 #include <memory>
+#include <optional>
 
 namespace dtsim::sim {
 
@@ -26,9 +27,19 @@ struct SimResult {
 // length and precision.
 models::Workload build_workload(const Config& config);
 
+// Over a CPU calibration that measured one rank alone, a run with fewer
+// ranks per node than the calibration is priced by with_node_share's copy.
 SimResult simulate(const Config& config, const calib::Calibration& calibration);
 SimResult simulate(std::shared_ptr<const models::Workload> workload, const Config& config,
                    const calib::Calibration& calibration);
+
+// CPU ranks share their node's memory. A calibration's memory bandwidth and
+// first-touch rate are each rank's with all of its node's ranks busy; with
+// fewer ranks a node, each rank gets min(one rank alone, the node's total
+// over its ranks). Returns that calibration (its one-rank figures applied and
+// cleared), or nothing where it prices as `calibration` does: GPUs, no
+// one-rank figures, as many ranks a node as the calibration.
+std::optional<calib::Calibration> with_node_share(const calib::Calibration& calibration, int ranks_per_node);
 
 struct PhaseResult {
     std::string label;
