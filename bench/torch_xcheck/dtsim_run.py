@@ -41,15 +41,20 @@ def p90(errors: list[float]) -> float:
     return e[min(len(e) - 1, int(round(0.9 * (len(e) - 1))))]
 
 
+def spread(runs: list[float]) -> float:
+    """A case's run-to-run noise: its slowest run minus its fastest over their mean."""
+    return (max(runs) - min(runs)) / statistics.fmean(runs)
+
+
 def bucket_ranking(measured: dict[str, list[float]], predicted: dict[str, float], cases: list[str]) -> str:
     """Whether dtsim orders the bucket sizes as torch does, over the pairs torch separates by more than its
-    run-to-run noise (the largest spread, slowest minus fastest run over the mean, of any case's runs); one line
-    for the table."""
-    noise = max((max(measured[n]) - min(measured[n])) / statistics.fmean(measured[n]) for n in cases)
+    run-to-run noise (the largest spread of any case's runs); each case's torch figure is the median of its runs.
+    One line for the table."""
+    noise = max(spread(measured[n]) for n in cases)
     agree, compared = 0, 0
     for i, p in enumerate(cases):
         for q in cases[i + 1:]:
-            tp, tq = statistics.fmean(measured[p]), statistics.fmean(measured[q])
+            tp, tq = statistics.median(measured[p]), statistics.median(measured[q])
             if abs(tp - tq) / min(tp, tq) <= noise:
                 continue
             compared += 1
