@@ -55,7 +55,7 @@ sim::Timeline make_measured_timeline(const ExecResult& r, const sim::Plan& plan,
                            to_string(r.backend), to_string(r.mode));
     for (int rank = 0; rank < r.world_size; ++rank) tl.ranks.push_back(fmt::format("rank {}", rank));
     for (const auto& s : plan.streams) tl.streams.push_back(s.name);
-    sim::name_collective_streams(tl, r.backend == Backend::cuda ? "nccl" : runtime::to_string(r.transport));
+    sim::name_collective_streams(tl, runtime::collective_library(r.backend == Backend::cuda, r.transport));
     std::int64_t offset = 0;  // steps laid end to end
     for (std::size_t step = 0; step < r.timings.size(); ++step) {
         const auto& by_rank = r.timings[step];

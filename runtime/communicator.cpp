@@ -17,6 +17,10 @@ std::string_view to_string(CommBackend b) {
     return b == CommBackend::gloo ? "gloo" : "mpi";
 }
 
+std::string_view collective_library(bool on_gpu, CommBackend cpu_transport) {
+    return on_gpu ? "nccl" : to_string(cpu_transport);
+}
+
 namespace {
 
 int mpi_count(std::int64_t count) {

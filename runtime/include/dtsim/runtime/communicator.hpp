@@ -14,6 +14,9 @@ namespace dtsim::runtime {
 
 enum class CommBackend : std::uint8_t { mpi, gloo };
 std::string_view to_string(CommBackend b);
+// The library that runs a rank's collectives, as a timeline names their
+// stream: NCCL on a GPU, else the CPU transport's ("mpi", "gloo").
+std::string_view collective_library(bool on_gpu, CommBackend cpu_transport);
 
 // IEEE half precision, bit for bit (gloo::float16's layout).
 using Half = std::uint16_t;
