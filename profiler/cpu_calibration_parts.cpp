@@ -18,11 +18,24 @@ RepeatPolicy machine_policy(bool quick) {
     return p;
 }
 
+namespace {
+
+// The first-touch benchmark's mapping: 64 MiB, busy or alone.
+constexpr std::int64_t kFirstTouchBytes = 64LL << 20;
+
+// The ranks of MPI_COMM_WORLD on this rank's host (collective; the caller frees it).
+MPI_Comm split_by_node() {
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    return node;
+}
+
+}  // namespace
+
 bool ranks_share_cores() {
     // Computed once: the first call is at the same point on every rank.
     static const bool shared = [] {
-        MPI_Comm node = MPI_COMM_NULL;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm node = split_by_node();
         int ranks = 1;
         MPI_Comm_size(node, &ranks);
         // mpirun may bind each rank to one core: count the cores of all of them.
@@ -68,13 +81,12 @@ void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, 
     // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
     c.host.h2d_pinned_gbps = c.host.d2h_pinned_gbps = c.host.h2d_pageable_gbps = c.host.d2h_pageable_gbps = memcpy_gbps;
     c.host.cpu_adam_params_per_s = c.host.cpu_torch_adam_params_per_s = adam;
-    c.host.first_touch_gbps = pace_rate(bench_first_touch_gbps(64LL << 20, policy));
+    c.host.first_touch_gbps = pace_rate(bench_first_touch_gbps(kFirstTouchBytes, policy));
     measure_one_rank_memory(c, policy);
 }
 
 void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy) {
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm node = split_by_node();
     int node_ranks = 1, rank = 0;
     MPI_Comm_size(node, &node_ranks);
     MPI_Comm_free(&node);
@@ -94,18 +106,17 @@ void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy) 
     one.min_samples = one.max_samples = 1;
     one.budget_s = 0;
     constexpr int kRounds = 7;
-    constexpr std::int64_t kTouchBytes = 64LL << 20;
     runtime::prepare_peer_wait(MPI_COMM_WORLD);
     std::vector<double> bw_ratio, touch_ratio;
     for (int round = 0; round < kRounds; ++round) {
         runtime::wait_for_peers(MPI_COMM_WORLD);
         double busy[2] = {bench_stream_gbps(one), 0};
         runtime::wait_for_peers(MPI_COMM_WORLD);
-        busy[1] = bench_first_touch_gbps(kTouchBytes, one);
+        busy[1] = bench_first_touch_gbps(kFirstTouchBytes, one);
         MPI_Allreduce(MPI_IN_PLACE, busy, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         if (rank == 0) {
             bw_ratio.push_back(bench_stream_gbps(one) / busy[0]);
-            touch_ratio.push_back(bench_first_touch_gbps(kTouchBytes, one) / busy[1]);
+            touch_ratio.push_back(bench_first_touch_gbps(kFirstTouchBytes, one) / busy[1]);
         }
     }
     const auto median = [](std::vector<double> v) {
@@ -113,7 +124,10 @@ void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy) 
         return v[v.size() / 2];
     };
     double ratio[2] = {0, 0};
-    if (rank == 0) ratio[0] = median(bw_ratio), ratio[1] = median(touch_ratio);
+    if (rank == 0) {
+        ratio[0] = median(bw_ratio);
+        ratio[1] = median(touch_ratio);
+    }
     runtime::wait_for_peers(MPI_COMM_WORLD);
     MPI_Bcast(ratio, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     c.host.mem_bw_one_rank_gbps = c.device.mem_bw_gbps * std::max(1.0, ratio[0]);

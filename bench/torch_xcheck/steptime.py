@@ -56,6 +56,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -377,7 +378,7 @@ def main() -> int:
         cal["provenance"]["notes"] += f"; GEMM points timed with torch {torch.__version__} (MKL) by steptime.py"
         merged = with_gemm_points(cal, gemms + ranking_gemms, os.path.join(d, "torch.json"))
         if a.keep_calibration:
-            with_gemm_points(cal, gemms + ranking_gemms, a.keep_calibration)
+            shutil.copyfile(merged, a.keep_calibration)
         predicted = {name: dtsim_predict(a.dtsim, merged, ranks, knobs, a) for name, (ranks, _, knobs) in CASES.items()}
         ranked_predicted = {name: dtsim_predict(a.dtsim, merged, 2, CASES[name][2], a,
                                                 f"mlp-{ranking[0]}x{ranking[1]}") for name in ranked}
