@@ -113,6 +113,8 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         c.collectives.back().dtype = DType::fp16;
         progress("overlap of compute and communication", 0.95);
         c.overlap = bench_overlap(o.quick, policy, *comm);
+        progress("ranks apart: the same compute on every rank", 0.96);
+        measure_stragglers(c, o.quick);
     }
     progress("overlap of compute and host work", 0.97);
     bench_host_overlap(o.quick, policy, c.overlap);

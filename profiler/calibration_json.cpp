@@ -86,6 +86,7 @@ constexpr Bounds kFitError{.min = 0, .max = 1e6, .why_max = "a relative error"};
 constexpr Bounds kLayoutRatio{.min = 0, .min_exclusive = true, .max = 10,
                               .why_max = "a transposed layout 10x faster than NN is a broken measurement"};
 constexpr Bounds kSpread{.min = 0, .max = 1e6, .why_max = "(p90 - p10) / median of the repeats"};
+constexpr Bounds kStragglerRanks{.min = 2, .max = 1 << 20, .why_max = "more ranks than any machine has"};
 constexpr Bounds kSlowdown{.min = 1, .max = 100, .why_max = "a slowdown over 100x is a broken measurement"};
 constexpr Bounds kElementsPerS{.min = 0, .max = 1e15, .why_max = "no device touches 1e15 elements a second; 0: not limiting"};
 constexpr Bounds kParamsPerS{.min = 0, .max = 1e13, .why_max = "no CPU updates 1e13 parameters per second"};
@@ -300,6 +301,10 @@ std::string to_json_text(const Calibration& c) {
                     {"comm_slowdown_under_compute", c.overlap.comm_slowdown_under_compute},
                     {"compute_slowdown_under_host", c.overlap.compute_slowdown_under_host},
                     {"host_slowdown_under_compute", c.overlap.host_slowdown_under_compute}};
+    if (c.overlap.straggler_ranks > 1) {  // measured: CPU calibrations of more than one rank
+        j["overlap"]["straggler"] = c.overlap.straggler;
+        j["overlap"]["straggler_ranks"] = c.overlap.straggler_ranks;
+    }
     if (c.nccl.present()) j["nccl"] = nccl_json(c.nccl);  // absent: no NCCL model (CPU backends, RCCL)
     return j.dump(2) + "\n";
 }
@@ -377,6 +382,11 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
         for (auto [key, value] : {std::pair{"compute_slowdown_under_host", &c.overlap.compute_slowdown_under_host},
                                   std::pair{"host_slowdown_under_compute", &c.overlap.host_slowdown_under_compute}})
             if (o.has(key)) *value = o.number_within(key, kSlowdown);
+        // Optional, together: calibrations of one rank, GPUs and presets have neither.
+        if (o.has("straggler") || o.has("straggler_ranks")) {
+            c.overlap.straggler = o.number_within("straggler", kSlowdown);
+            c.overlap.straggler_ranks = static_cast<int>(o.integer_within("straggler_ranks", kStragglerRanks));
+        }
     }
     if (root.has("nccl")) c.nccl = read_nccl(root.at("nccl"));
     return c;

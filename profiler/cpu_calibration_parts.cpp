@@ -1,13 +1,16 @@
 #include "cpu_calibration_parts.hpp"
 
+#include "cpu/one_blas_thread.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/runtime/cpu_kernels.hpp"
 #include "dtsim/runtime/peer_wait.hpp"
 
 #include <mpi.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace dtsim::profiler {
@@ -132,6 +135,41 @@ void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy) 
     MPI_Bcast(ratio, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     c.host.mem_bw_one_rank_gbps = c.device.mem_bw_gbps * std::max(1.0, ratio[0]);
     c.host.first_touch_one_rank_gbps = c.host.first_touch_gbps * std::max(1.0, ratio[1]);
+}
+
+void measure_stragglers(calib::Calibration& c, bool quick) {
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (ranks < 2) return;
+    // One layer of an MLP at batch 64: about 55 ms a window here (quick: 14 ms).
+    const std::int64_t batch = 64, width = quick ? 1024 : 2048;
+    const int rounds = quick ? 8 : 20;
+    const OneBlasThread one_thread;
+    runtime::Floats x(static_cast<std::size_t>(batch * width), 0.25f), w(static_cast<std::size_t>(width * width), 0.5f),
+        y(x.size(), 0.0f), g(w.size(), 0.0f);
+    const auto window = [&] {
+        for (int twice = 0; twice < 2; ++twice) {
+            runtime::sgemm(GemmLayout::nt, batch, width, width, x.data(), w.data(), y.data());  // forward
+            runtime::sgemm(GemmLayout::nn, batch, width, width, y.data(), w.data(), x.data());  // input gradient
+            runtime::sgemm(GemmLayout::tn, width, width, batch, y.data(), x.data(), g.data());  // weight gradient
+        }
+    };
+    runtime::prepare_peer_wait(MPI_COMM_WORLD);
+    window();  // warm: pages and caches
+    double slowest = 0, mean = 0;
+    for (int round = 0; round < rounds; ++round) {
+        runtime::wait_for_peers(MPI_COMM_WORLD);
+        const auto start = std::chrono::steady_clock::now();
+        window();
+        const double t = elapsed_us(start);
+        double max_t = 0, sum_t = 0;
+        MPI_Allreduce(&t, &max_t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(&t, &sum_t, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        slowest += max_t;
+        mean += sum_t / ranks;
+    }
+    c.overlap.straggler = std::max(1.0, slowest / mean);
+    c.overlap.straggler_ranks = ranks;
 }
 
 }  // namespace dtsim::profiler

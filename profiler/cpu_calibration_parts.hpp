@@ -47,5 +47,12 @@ void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, 
 // where a node runs more than one rank; else leaves them 0. Collective over
 // MPI_COMM_WORLD.
 void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy);
+// How far apart ranks computing the same work finish it
+// (OverlapSpec::straggler): rounds in which every rank, after meeting the
+// others asleep, times one window of the same GEMMs (an MLP layer's forward
+// and backward, NT, NN and TN); the mean over rounds of the slowest rank's
+// window over the mean of the ranks' means. Where more than one rank runs;
+// else leaves it 1. Collective over MPI_COMM_WORLD.
+void measure_stragglers(calib::Calibration& c, bool quick);
 
 }  // namespace dtsim::profiler

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <numeric>
 
 namespace dtsim::sim {
@@ -17,17 +18,24 @@ struct Running {
     // A collective's latency part still to run (within remaining_ns): it is
     // not shared with the other collectives (CollectiveLanes).
     double latency_ns = 0;
+    // Wall time the collective still waits for its group's slowest rank
+    // (Stragglers), before any of its work: meanwhile it holds its lane but
+    // neither takes the link nor slows compute.
+    double wait_ns = 0;
 };
 
 class Engine {
 public:
     Engine(const Plan& plan, const std::vector<std::int64_t>& duration, const calib::OverlapSpec& overlap,
-           const CollectiveLanes& lanes)
-        : plan_(plan), duration_(duration), overlap_(overlap), lanes_(lanes) {
+           const CollectiveLanes& lanes, const Stragglers& stragglers)
+        : plan_(plan), duration_(duration), overlap_(overlap), lanes_(lanes), stragglers_(stragglers) {
         const std::size_t n = plan.tasks.size();
         DTSIM_ASSERT(duration.size() == n, "one duration per task");
         DTSIM_ASSERT(lanes.lanes >= 1, "a collective stream runs at least one collective at a time");
         DTSIM_ASSERT(lanes.latency_ns.empty() || lanes.latency_ns.size() == n, "one latency per task, or none");
+        DTSIM_ASSERT(stragglers.factor.empty() || stragglers.factor.size() == n,
+                     "one straggler factor per task, or none");
+        if (!stragglers.factor.empty()) ready_ns_.assign(n, 0);
         schedule_.timings.assign(n, {});
         pending_deps_.resize(n);
         // Successor lists in CSR form, and per-stream queues in issue order.
@@ -61,38 +69,53 @@ public:
                 current_[static_cast<std::size_t>(c)];
     }
 
-    // Without latency parts (every plan but gloo's) the event loop skips
-    // their bookkeeping: it is the simulator's hot path.
-    Schedule run() { return lanes_.latency_ns.empty() ? run_events<false>() : run_events<true>(); }
+    // Without latency parts or stragglers (every plan but those of CPU ranks)
+    // the event loop skips their bookkeeping: it is the simulator's hot path.
+    Schedule run() {
+        return lanes_.latency_ns.empty() && stragglers_.factor.empty() ? run_events<false>() : run_events<true>();
+    }
 
 private:
-    template <bool kLatency>
+    template <bool kExtras>
     Schedule run_events() {
         record_memory();
         for (std::size_t s = 0; s < queue_.size(); ++s) try_start_stream(s);
         std::size_t done = 0;
         while (!running_.empty()) {
-            if (rates_stale_) update_rates<kLatency>();
+            if (rates_stale_) update_rates<kExtras>();
             // Next completion; ties go to the lowest task id (determinism).
             std::size_t next = 0;
-            double best = finish_after<kLatency>(running_[0]);
+            double best = finish_after<kExtras>(running_[0]);
             for (std::size_t i = 1; i < running_.size(); ++i) {
-                double f = finish_after<kLatency>(running_[i]);
+                double f = finish_after<kExtras>(running_[i]);
                 if (f < best || (f == best && running_[i].task < running_[next].task)) {
                     best = f;
                     next = i;
                 }
             }
-            // The event may be the end of a collective's latency part rather
-            // than of a task: from then on it shares the link.
-            const bool latency_ends =
-                kLatency && running_[next].latency_ns > 0 && running_[next].latency_ns < running_[next].remaining_ns;
+            // The event may be the end of a collective's wait for its slowest
+            // rank, or of its latency part, rather than of a task: from then
+            // on it runs, or shares the link.
+            const bool wait_ends = kExtras && running_[next].wait_ns > 0;
+            const bool latency_ends = kExtras && !wait_ends && running_[next].latency_ns > 0 &&
+                                      running_[next].latency_ns < running_[next].remaining_ns;
             const auto dt = static_cast<std::int64_t>(std::ceil(best - 1e-9));
             now_ += std::max<std::int64_t>(dt, 0);
             for (auto& r : running_) {
+                if constexpr (kExtras)
+                    if (r.wait_ns > 0) {
+                        r.wait_ns = std::max(0.0, r.wait_ns - static_cast<double>(dt));
+                        continue;
+                    }
                 r.remaining_ns -= r.rate * static_cast<double>(dt);
-                if constexpr (kLatency)
+                if constexpr (kExtras)
                     if (r.latency_ns > 0) r.latency_ns = std::max(0.0, r.latency_ns - r.rate * static_cast<double>(dt));
+            }
+            if (wait_ends) {
+                for (auto& r : running_)
+                    if (r.wait_ns <= 0.5) r.wait_ns = 0;
+                rates_stale_ = true;
+                continue;
             }
             if (latency_ends) {
                 running_[next].latency_ns = 0;
@@ -104,9 +127,10 @@ private:
             // Finish every task that is done by now (the chosen one and any tie).
             running_[next].remaining_ns = 0;
             finished.clear();
+            const auto done_now = [](const Running& r) { return r.remaining_ns <= 0.5 && r.wait_ns <= 0; };
             for (const auto& r : running_)
-                if (r.remaining_ns <= 0.5) finished.push_back(r.task);
-            std::erase_if(running_, [](const Running& r) { return r.remaining_ns <= 0.5; });
+                if (done_now(r)) finished.push_back(r.task);
+            std::erase_if(running_, done_now);
             if (finished.size() > 1) std::sort(finished.begin(), finished.end());
             for (auto t : finished) finish(t);
             done += finished.size();
@@ -124,11 +148,13 @@ private:
         return std::move(schedule_);
     }
 
-    // Wall time to the task's next event: the end of its latency part, or its end.
-    template <bool kLatency>
+    // Wall time to the task's next event: the end of its wait or latency part, or its end.
+    template <bool kExtras>
     static double finish_after(const Running& r) {
-        if constexpr (kLatency)
+        if constexpr (kExtras) {
+            if (r.wait_ns > 0) return r.wait_ns;  // wall time
             return (r.latency_ns > 0 ? std::min(r.latency_ns, r.remaining_ns) : r.remaining_ns) / r.rate;
+        }
         return r.remaining_ns / r.rate;
     }
 
@@ -164,8 +190,18 @@ private:
         if (changed) record_memory();
         const double latency =
             lanes_.latency_ns.empty() ? 0.0 : static_cast<double>(lanes_.latency_ns[static_cast<std::size_t>(t)]);
-        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0, latency});
+        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0, latency,
+                            straggler_wait(t)});
         rates_stale_ = true;
+    }
+
+    // How long collective t waits, from now, for its group's slowest rank.
+    double straggler_wait(std::int32_t t) const {
+        if (stragglers_.factor.empty()) return 0;
+        const auto i = static_cast<std::size_t>(t);
+        const double apart = static_cast<double>(std::max<std::int64_t>(0, ready_ns_[i] - sync_ns_));
+        const double slowest = static_cast<double>(sync_ns_) + stragglers_.factor[i] * apart;
+        return std::max(0.0, std::floor(slowest - static_cast<double>(now_)));
     }
 
     void finish(std::int32_t t) {
@@ -182,20 +218,34 @@ private:
             }
         if (changed) record_memory();
         for (auto k = succ_begin_[static_cast<std::size_t>(t)]; k < succ_begin_[static_cast<std::size_t>(t) + 1]; ++k)
-            --pending_deps_[static_cast<std::size_t>(succ_[k])];
+            if (--pending_deps_[static_cast<std::size_t>(succ_[k])] == 0 && !ready_ns_.empty())
+                became_ready(t, succ_[k]);
+    }
+
+    // Task u's last dependency, t, has ended. Where t is a collective and u the
+    // compute stream's next task, idle until now, the rank waited for the
+    // collective: its group's ranks have met (Stragglers).
+    void became_ready(std::int32_t t, std::int32_t u) {
+        ready_ns_[static_cast<std::size_t>(u)] = now_;
+        const Task& task = plan_.tasks[static_cast<std::size_t>(u)];
+        const auto s = static_cast<std::size_t>(task.stream);
+        if (plan_.tasks[static_cast<std::size_t>(t)].kind == TaskKind::collective && task.kind == TaskKind::compute &&
+            busy_[s] == 0 && head_[s] < queue_[s].size() && queue_[s][head_[s]] == u)
+            sync_ns_ = now_;
     }
 
     // Compute slows while a collective runs (NCCL kernels take SMs) or host
     // work runs (on the CPU backend it takes the core); both slow while
     // compute runs; concurrent collectives share the link.
-    template <bool kLatency>
+    template <bool kExtras>
     void update_rates() {
         rates_stale_ = false;
         int comm = 0, sharing = 0;
         bool compute = false, host = false;
         for (const auto& r : running_) {
+            if (kExtras && r.wait_ns > 0) continue;  // waiting for a slower rank: idle
             comm += r.kind == TaskKind::collective;
-            if constexpr (kLatency) sharing += r.kind == TaskKind::collective && r.latency_ns <= 0;
+            if constexpr (kExtras) sharing += r.kind == TaskKind::collective && r.latency_ns <= 0;
             compute = compute || r.kind == TaskKind::compute;
             host = host || (r.kind != TaskKind::compute && r.kind != TaskKind::collective);
         }
@@ -205,11 +255,11 @@ private:
         const double comm_alone_rate = 1.0 / (compute ? overlap_.comm_slowdown_under_compute : 1.0);
         // Collectives past their latency part share the link; one still in it
         // runs at its own pace.
-        const double comm_rate = comm_alone_rate / std::max(1, kLatency ? sharing : comm);
+        const double comm_rate = comm_alone_rate / std::max(1, kExtras ? sharing : comm);
         const double host_rate = compute ? 1.0 / overlap_.host_slowdown_under_compute : 1.0;
         for (auto& r : running_)
             r.rate = r.kind == TaskKind::compute      ? compute_rate
-                     : r.kind == TaskKind::collective ? (kLatency && r.latency_ns > 0 ? comm_alone_rate : comm_rate)
+                     : r.kind == TaskKind::collective ? (kExtras && r.latency_ns > 0 ? comm_alone_rate : comm_rate)
                                                       : host_rate;
     }
 
@@ -230,6 +280,9 @@ private:
     const std::vector<std::int64_t>& duration_;
     calib::OverlapSpec overlap_;
     const CollectiveLanes& lanes_;
+    const Stragglers& stragglers_;
+    std::vector<std::int64_t> ready_ns_;  // when each task's dependencies had ended (with stragglers only)
+    std::int64_t sync_ns_ = 0;            // when the rank last waited on a collective
     Schedule schedule_;
     std::vector<std::int32_t> pending_deps_;
     std::vector<std::uint32_t> succ_begin_;
@@ -246,11 +299,49 @@ private:
     std::int64_t now_ = 0;
 };
 
+// E[max of n independent standard normal samples]: the integral of
+// x n phi(x) Phi(x)^(n-1) over x, by the midpoint rule on [-10, 10] (the
+// tails beyond add nothing a double keeps).
+double expected_max_normal(int n) {
+    constexpr int kSteps = 4000;
+    constexpr double kLow = -10, kHigh = 10, kStep = (kHigh - kLow) / kSteps;
+    double sum = 0;
+    for (int i = 0; i < kSteps; ++i) {
+        const double x = kLow + (i + 0.5) * kStep;
+        const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+        const double cdf = 0.5 * std::erfc(-x / std::numbers::sqrt2);
+        sum += x * n * pdf * std::pow(cdf, n - 1);
+    }
+    return sum * kStep;
+}
+
 }  // namespace
 
 Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap,
-                    const CollectiveLanes& lanes) {
-    return Engine(plan, duration_ns, overlap, lanes).run();
+                    const CollectiveLanes& lanes, const Stragglers& stragglers) {
+    return Engine(plan, duration_ns, overlap, lanes, stragglers).run();
+}
+
+double straggler_factor(double measured, int measured_ranks, int n) {
+    if (measured_ranks < 2 || n < 2 || measured <= 1) return 1.0;
+    return 1.0 + (measured - 1.0) * expected_max_normal(n) / expected_max_normal(measured_ranks);
+}
+
+Stragglers stragglers(const Plan& plan, const calib::OverlapSpec& overlap) {
+    Stragglers out;
+    if (overlap.straggler_ranks < 2 || overlap.straggler <= 1) return out;
+    std::vector<double> by_group(plan.groups.size());
+    bool any = false;
+    for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+        by_group[g] = straggler_factor(overlap.straggler, overlap.straggler_ranks, plan.groups[g].size);
+        any = any || by_group[g] > 1;
+    }
+    if (!any) return out;
+    out.factor.assign(plan.tasks.size(), 1.0);
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i)
+        if (plan.tasks[i].kind == TaskKind::collective && plan.tasks[i].group >= 0)
+            out.factor[i] = by_group[static_cast<std::size_t>(plan.tasks[i].group)];
+    return out;
 }
 
 }  // namespace dtsim::sim

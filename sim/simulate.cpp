@@ -82,7 +82,8 @@ SimResult simulate(std::shared_ptr<const models::Workload> workload, const Confi
     }
     const CostModel cost(calibration, parse_nccl_env(config.env));
     r.duration_ns = cost.price(r.plan, *workload);
-    r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap, cost.lanes(r.plan, r.duration_ns));
+    r.schedule = run_engine(r.plan, r.duration_ns, calibration.overlap, cost.lanes(r.plan, r.duration_ns),
+                            stragglers(r.plan, calibration.overlap));
     r.metrics = compute_metrics(r.plan, r.schedule, *workload, config, calibration);
     r.workload = std::move(workload);
     return r;

@@ -22,6 +22,9 @@ grep -Eq '"first_touch_gbps": [0-9.e+]+' cal.json
 # Two ranks share the node's memory: one rank alone is measured too, for runs with fewer ranks a node.
 grep -Eq '"mem_bw_one_rank_gbps": [0-9.e+]+' cal.json
 grep -Eq '"first_touch_one_rank_gbps": [0-9.e+]+' cal.json
+# How far apart two ranks finish the same compute, at least 1, and over how many ranks.
+grep -Eq '"straggler": (1|1\.[0-9e+-]*|[2-9][0-9.e+-]*),' cal.json
+grep -q '"straggler_ranks": 2' cal.json
 # nccl-tests' columns were printed for every collective.
 grep -q 'busbw' calibrate.out
 

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -251,24 +252,59 @@ TEST_CASE("GEMM layouts and layout ratios survive the round trip, and files with
                           Catch::Contains("nn, nt or tn"));
 }
 
+namespace {
+
+// A CPU calibration's optional figures: `c` written and read back must give
+// the same text again; returns it, and in `older` the same file with `keys`
+// of object `section` erased, as a calibration from before they were measured.
+Calibration round_trip(Calibration c, const char* section, std::initializer_list<const char*> keys, Calibration& older,
+                       nlohmann::json& older_json) {
+    c.provenance.backend = "cpu-gloo-openblas";
+    const std::string text = to_json_text(c);
+    Calibration back = calibration_from_json_text(text, "cpu.json");
+    CHECK(to_json_text(back) == text);
+    older_json = nlohmann::json::parse(text);
+    for (const char* key : keys) older_json[section].erase(key);
+    older = calibration_from_json_text(older_json.dump(), "older.json");
+    return back;
+}
+
+}  // namespace
+
 TEST_CASE("a CPU calibration's one-rank memory figures survive the round trip, and files without them read as 0") {
     Calibration c = measured_calibration();
-    c.provenance.backend = "cpu-gloo-openblas";
     c.host.first_touch_gbps = 1.5;
     c.host.mem_bw_one_rank_gbps = 23.25;
     c.host.first_touch_one_rank_gbps = 1.75;
-    const std::string text = to_json_text(c);
-    const Calibration back = calibration_from_json_text(text, "cpu.json");
+    Calibration older;
+    nlohmann::json j;
+    const Calibration back = round_trip(c, "host", {"mem_bw_one_rank_gbps", "first_touch_one_rank_gbps"}, older, j);
     CHECK(back.host.mem_bw_one_rank_gbps == 23.25);
     CHECK(back.host.first_touch_one_rank_gbps == 1.75);
-    CHECK(to_json_text(back) == text);
-    nlohmann::json j = nlohmann::json::parse(text);
-    j["host"].erase("mem_bw_one_rank_gbps");
-    j["host"].erase("first_touch_one_rank_gbps");
-    const Calibration older = calibration_from_json_text(j.dump(), "older.json");
     CHECK(older.host.mem_bw_one_rank_gbps == 0);
     CHECK(older.host.first_touch_one_rank_gbps == 0);
     CHECK(older.host.first_touch_gbps == 1.5);
+}
+
+TEST_CASE("the ranks' spread survives the round trip, files without it arrive together, half of it is an error") {
+    Calibration c = measured_calibration();
+    c.overlap.straggler = 1.0625;
+    c.overlap.straggler_ranks = 2;
+    Calibration older;
+    nlohmann::json j;
+    const Calibration back = round_trip(c, "overlap", {"straggler", "straggler_ranks"}, older, j);
+    CHECK(back.overlap.straggler == 1.0625);
+    CHECK(back.overlap.straggler_ranks == 2);
+    CHECK(older.overlap.straggler == 1.0);
+    CHECK(older.overlap.straggler_ranks == 0);
+    CHECK(to_json_text(older).find("straggler") == std::string::npos);  // not written when not measured
+    j["overlap"]["straggler"] = 1.1;                                    // without straggler_ranks
+    CHECK_THROWS_WITH(calibration_from_json_text(j.dump(), "half.json"),
+                      Catch::Contains("half.json") && Catch::Contains("/overlap/straggler_ranks"));
+    j["overlap"]["straggler"] = 0.9;  // faster than the mean
+    j["overlap"]["straggler_ranks"] = 2;
+    CHECK_THROWS_WITH(calibration_from_json_text(j.dump(), "fast.json"),
+                      Catch::Contains("fast.json") && Catch::Contains("/overlap/straggler"));
 }
 
 TEST_CASE("calibrations written before host interference was measured still load, at 1.0") {

@@ -157,6 +157,98 @@ TEST_CASE("two lanes: a latency part that outlasts the other collective ends on 
     CHECK(s.timings[1].end_ns == 100);
 }
 
+TEST_CASE("the slowest of n ranks: the measured spread carried by the expected maximum of n normal samples") {
+    CHECK(straggler_factor(1.1, 2, 1) == 1.0);  // one rank waits for no one
+    CHECK(straggler_factor(1.1, 2, 2) == Approx(1.1));
+    CHECK(straggler_factor(1.0, 2, 8) == 1.0);  // measured together: together at any size
+    CHECK(straggler_factor(1.1, 0, 8) == 1.0);  // not measured
+    // E[max of n standard normals] (tables: 0.5642, 1.0294, 1.4236 for 2, 4, 8).
+    CHECK(straggler_factor(1.1, 2, 4) == Approx(1.0 + 0.1 * 1.0294 / 0.5642).epsilon(1e-4));
+    CHECK(straggler_factor(1.1, 2, 8) == Approx(1.0 + 0.1 * 1.4236 / 0.5642).epsilon(1e-4));
+    CHECK(straggler_factor(1.2, 8, 2) == Approx(1.0 + 0.2 * 0.5642 / 1.4236).epsilon(1e-4));
+    // Only collectives of groups beyond one rank get a factor.
+    Plan p = two_stream_plan();
+    p.add_group({1, 1});
+    p.add_task(compute_task(), {});
+    p.add_task(comm_task(), {});
+    Task alone = comm_task();
+    alone.group = 1;
+    p.add_task(alone, {});
+    calib::OverlapSpec overlap;
+    overlap.straggler = 1.2;
+    overlap.straggler_ranks = 2;
+    const Stragglers s = stragglers(p, overlap);
+    REQUIRE(s.factor.size() == 3);
+    CHECK(s.factor[0] == 1.0);
+    CHECK(s.factor[1] == Approx(1.2));
+    CHECK(s.factor[2] == 1.0);
+    CHECK(stragglers(p, {}).factor.empty());  // no spread measured: the hot path stays
+}
+
+namespace {
+
+// A DDP-like step of one rank: compute A, then an allreduce of its gradients
+// (ready when A ends) beside compute B, then an allreduce of B's, and, where
+// `blocking`, B waits for the first allreduce (a CPU backend's synchronous
+// collective) instead of running beside it.
+Plan two_meetings(bool blocking) {
+    Plan p = two_stream_plan();
+    const int a = p.add_task(compute_task(), {});
+    const int c1 = p.add_task(comm_task(), {a});
+    const int b = blocking ? p.add_task(compute_task(), {a, c1}) : p.add_task(compute_task(), {a});
+    p.add_task(comm_task(), {b});
+    return p;
+}
+
+Stragglers all_collectives(double factor) {
+    return Stragglers{.factor = {1.0, factor, 1.0, factor}};
+}
+
+}  // namespace
+
+TEST_CASE("a collective starts when the slowest rank arrives, and waits without taking the link") {
+    // Ranks run 20 % apart: the first allreduce, ready at 100, starts its work
+    // at 120; the second, ready when B ends, at 1.2 times that (nothing
+    // between made the ranks meet).
+    calib::OverlapSpec overlap{2.0, 1.0};  // compute at half speed beside a running collective
+    const Plan p = two_meetings(false);
+    Schedule s = run_engine(p, {100, 10, 100, 10}, overlap, {}, all_collectives(1.2));
+    // B runs at full speed while the allreduce waits (100-120), at half while
+    // it runs (120-130: 5 of work), then alone: 75 left, ends at 205.
+    CHECK(s.timings[1].start_ns == 100);
+    CHECK(s.timings[1].end_ns == 130);
+    CHECK(s.timings[2].end_ns == 205);
+    CHECK(s.timings[3].end_ns == 246 + 10);
+    // Ranks in step (no factor): the same plan as before.
+    Schedule together = run_engine(p, {100, 10, 100, 10}, overlap);
+    CHECK(together.timings[1].end_ns == 110);
+    CHECK(together.timings[3].end_ns == 215);
+}
+
+TEST_CASE("ranks meet where one waits on a collective: the next wait counts from there") {
+    // B waits for the first allreduce (ends at 130): the ranks have met, and
+    // the second allreduce, ready at 230, waits for 1.2 x 100 from 130.
+    const Plan p = two_meetings(true);
+    Schedule s = run_engine(p, {100, 10, 100, 10}, {1.0, 1.0}, {}, all_collectives(1.2));
+    CHECK(s.timings[1].end_ns == 130);
+    CHECK(s.timings[2].start_ns == 130);
+    CHECK(s.timings[3].start_ns == 230);
+    CHECK(s.timings[3].end_ns == 260);
+}
+
+TEST_CASE("a collective queued past its slowest rank's arrival does not wait") {
+    // Two allreduces ready at 0 and 10; the first takes 100. The second's
+    // slowest rank arrives at 12, long before the link is free at 100.
+    Plan p = two_stream_plan();
+    const int a = p.add_task(compute_task(), {});
+    p.add_task(comm_task(), {});
+    p.add_task(comm_task(), {a});
+    Schedule s = run_engine(p, {10, 100, 50}, {1.0, 1.0}, {}, Stragglers{.factor = {1.0, 1.2, 1.2}});
+    CHECK(s.timings[1].end_ns == 100);
+    CHECK(s.timings[2].start_ns == 100);
+    CHECK(s.timings[2].end_ns == 150);
+}
+
 TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroupGloo's worker threads do") {
     Config c;
     c.model = "mlp-8x1024";

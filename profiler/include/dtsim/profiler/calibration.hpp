@@ -137,6 +137,15 @@ struct OverlapSpec {
     double comm_slowdown_under_compute = 1.0;
     double compute_slowdown_under_host = 1.0;
     double host_slowdown_under_compute = 1.0;
+    // Ranks that compute the same work do not finish it together: a rank's
+    // windows vary from sample to sample, and a collective starts when its
+    // group's slowest rank arrives. `straggler` is E[the slowest of
+    // `straggler_ranks` ranks' time for one window, all computing at once] /
+    // E[one rank's], measured in lockstep (calibrate, on CPU ranks); 1 with
+    // straggler_ranks 0: not measured (GPUs, presets), ranks arrive together.
+    // sim::straggler_factor carries it to other group sizes.
+    double straggler = 1.0;
+    int straggler_ranks = 0;
 };
 
 struct Provenance {

@@ -49,8 +49,30 @@ struct CollectiveLanes {
     std::vector<std::int64_t> latency_ns;
 };
 
+// Where ranks meet. The engine times one rank, yet a collective starts only
+// when its group's slowest rank arrives, and ranks that run the same work
+// arrive apart (calib::OverlapSpec::straggler). Since they last met, ranks
+// compute apart: from the moment the rank last waited on a collective (its
+// compute stream idle until the collective ended; the step's start at first)
+// to the moment a collective is ready on this rank, the slowest rank of the
+// collective's group takes `factor` times as long. The collective waits, in
+// wall time and without taking the link, until then; one ready later than
+// that, or queued behind other collectives past it, does not wait.
+struct Stragglers {
+    std::vector<double> factor;  // per task, >= 1 (collectives); empty: ranks arrive together
+};
+
+// E[the slowest of n ranks' window] / E[one rank's], from a spread measured as
+// `measured` over `measured_ranks` ranks: the excess over 1 scales with the
+// expected maximum of n standard normal samples (0 for one rank, 0.564 for
+// two, 1.029 for four, 1.424 for eight). 1 where measured_ranks < 2.
+double straggler_factor(double measured, int measured_ranks, int n);
+// Each collective's factor for its group's size (Plan::groups); empty where
+// the calibration measured no spread or no collective has a group of two.
+Stragglers stragglers(const Plan& plan, const calib::OverlapSpec& overlap);
+
 // Runs the plan with standalone task durations `duration_ns` (from CostModel::price).
 Schedule run_engine(const Plan& plan, const std::vector<std::int64_t>& duration_ns, const calib::OverlapSpec& overlap,
-                    const CollectiveLanes& lanes = {});
+                    const CollectiveLanes& lanes = {}, const Stragglers& stragglers = {});
 
 }  // namespace dtsim::sim
