@@ -30,7 +30,9 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
    by 25 %). Elementwise work, copies and the optimizer stay on the
    calibration's measured memory rates.
 3. dtsim: `calibrate --backend gloo` (the transport torch uses), the GEMM points
-   merged in, then `simulate` for every case.
+   merged in, and the ranks' spread (how much later the slower of two ranks
+   finishes the same GEMMs in lockstep, `overlap.straggler`) measured with
+   torch's GEMMs too; then `simulate` for every case.
 4. It prints each prediction's error, the median and p90 of |error|, and
    whether dtsim ranks the bucket sizes as torch does where torch's own
    difference exceeds its run-to-run noise.
@@ -223,6 +225,53 @@ def time_gemm_window(a, width: int | None = None) -> list[float]:
             mean_us(lambda: torch.mm(dy.t(), x))]                     # dY^T.X: m=W, n=W, k=B
 
 
+def lockstep_worker(rank: int, world: int, init: str, batch: int, layers: int, width: int, rounds: int,
+                    out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    x, w, dy = torch.randn(batch, width), torch.randn(width, width), torch.randn(batch, width)
+
+    def window() -> float:
+        t0 = time.perf_counter()
+        for _ in range(layers):
+            torch.nn.functional.linear(x, w)
+            torch.mm(dy, w)
+            torch.mm(dy.t(), x)
+        return time.perf_counter() - t0
+
+    window()
+    slowest = mean = 0.0
+    for _ in range(rounds):
+        dist.barrier()
+        times = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(times, torch.tensor([window()], dtype=torch.float64))
+        slowest += max(t.item() for t in times)
+        mean += sum(t.item() for t in times) / world
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"straggler": slowest / mean}, f)
+    dist.destroy_process_group()
+
+
+def lockstep_spread(a, rounds: int = 16) -> float:
+    """How far apart 2 torch ranks finish the same compute (dtsim's overlap.straggler, measured as dtsim's calibrate
+    measures it with OpenBLAS, here with torch's own GEMMs): each round both ranks meet at a barrier, then time the
+    model's GEMMs of one step (forward, input and weight gradient of every layer); the mean over rounds of the slower
+    rank's window over the ranks' mean."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "spread.json")
+        mp.spawn(lockstep_worker, args=(2, "file://" + os.path.join(d, "store"), a.batch, a.layers, a.width, rounds,
+                                        out), nprocs=2)
+        with open(out) as f:
+            return json.load(f)["straggler"]
+
+
 def gemm_points(a, windows: list[list[float]], width: int | None = None) -> list[dict]:
     """dtsim's GEMM points (m, n, k, layout, time_us) at the median of `windows` (time_gemm_window's), each at its
     own layout, as dtsim prices nn.Linear's three GEMMs."""
@@ -371,11 +420,16 @@ def main() -> int:
                 ranked.setdefault(name, []).append(
                     run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1])))
     gemms = gemm_points(a, windows)
+    print("torch: two ranks' lockstep spread", file=sys.stderr)
+    straggler = lockstep_spread(a)
     ranking_gemms = gemm_points(a, ranking_windows, ranking[1]) if ranking else []
     with tempfile.TemporaryDirectory() as d:
         cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration)
         cal["name"] = cal["name"] + "+torch-gemms"
-        cal["provenance"]["notes"] += f"; GEMM points timed with torch {torch.__version__} (MKL) by steptime.py"
+        cal["provenance"]["notes"] += (f"; GEMM points and the ranks' spread timed with torch {torch.__version__} "
+                                       "(MKL) by steptime.py")
+        openblas_straggler = cal.get("overlap", {}).get("straggler", 1.0)
+        cal.setdefault("overlap", {}).update(straggler=straggler, straggler_ranks=2)
         merged = with_gemm_points(cal, gemms + ranking_gemms, os.path.join(d, "torch.json"))
         if a.keep_calibration:
             shutil.copyfile(merged, a.keep_calibration)
@@ -402,6 +456,9 @@ def main() -> int:
         lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
                      ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) + f" (windows {lo:.0f}-{hi:.0f} us)")
     lines += calibration_figures(cal, a.width * a.width * 4)
+    lines.append(f"- ranks apart: the slower of two ranks takes {(straggler - 1) * 100:.1f} % longer than their mean for "
+                 f"one step's GEMMs in lockstep (torch; dtsim's own OpenBLAS measurement: "
+                 f"{(openblas_straggler - 1) * 100:.1f} %); dtsim charges it where the ranks meet")
     lines += ["", "| case | ranks | torch runs (ms) | noise | torch (ms) | NT forward beside its runs (us) | dtsim (ms) "
                   "| error | dtsim execute (ms) | its error | torch's faults a step (MiB) |",
               "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|"]
