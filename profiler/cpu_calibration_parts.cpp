@@ -143,7 +143,7 @@ void measure_stragglers(calib::Calibration& c, bool quick) {
     if (ranks < 2) return;
     // One layer of an MLP at batch 64: about 55 ms a window here (quick: 14 ms).
     const std::int64_t batch = 64, width = quick ? 1024 : 2048;
-    const int rounds = quick ? 8 : 20;
+    const int rounds = quick ? 8 : 40;
     const OneBlasThread one_thread;
     runtime::Floats x(static_cast<std::size_t>(batch * width), 0.25f), w(static_cast<std::size_t>(width * width), 0.5f),
         y(x.size(), 0.0f), g(w.size(), 0.0f);

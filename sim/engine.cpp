@@ -127,7 +127,9 @@ private:
             // Finish every task that is done by now (the chosen one and any tie).
             running_[next].remaining_ns = 0;
             finished.clear();
-            const auto done_now = [](const Running& r) { return r.remaining_ns <= 0.5 && r.wait_ns <= 0; };
+            const auto done_now = [](const Running& r) {
+                return r.remaining_ns <= 0.5 && (!kExtras || r.wait_ns <= 0);
+            };
             for (const auto& r : running_)
                 if (done_now(r)) finished.push_back(r.task);
             std::erase_if(running_, done_now);
@@ -217,9 +219,9 @@ private:
                 changed = true;
             }
         if (changed) record_memory();
+        const bool track = !ready_ns_.empty();
         for (auto k = succ_begin_[static_cast<std::size_t>(t)]; k < succ_begin_[static_cast<std::size_t>(t) + 1]; ++k)
-            if (--pending_deps_[static_cast<std::size_t>(succ_[k])] == 0 && !ready_ns_.empty())
-                became_ready(t, succ_[k]);
+            if (--pending_deps_[static_cast<std::size_t>(succ_[k])] == 0 && track) became_ready(t, succ_[k]);
     }
 
     // Task u's last dependency, t, has ended. Where t is a collective and u the

@@ -257,7 +257,7 @@ def lockstep_worker(rank: int, world: int, init: str, batch: int, layers: int, w
     dist.destroy_process_group()
 
 
-def lockstep_spread(a, rounds: int = 16) -> float:
+def lockstep_spread(a, rounds: int = 32) -> float:
     """How far apart 2 torch ranks finish the same compute (dtsim's overlap.straggler, measured as dtsim's calibrate
     measures it with OpenBLAS, here with torch's own GEMMs): each round both ranks meet at a barrier, then time the
     model's GEMMs of one step (forward, input and weight gradient of every layer); the mean over rounds of the slower
