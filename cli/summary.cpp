@@ -92,6 +92,11 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
     if (m.comm_s > 0)
         line(out, "  Communication      {}, of which {} exposed (overlap {:.1f} %)", format_seconds(m.comm_s),
              format_seconds(m.exposed_comm_s), m.overlap_fraction * 100);
+    if (m.straggler_wait_s > 0)
+        line(out,
+             "    Stragglers       {} of it waiting for the slowest rank (the same compute {:.1f} % slower on "
+             "the slowest of {} ranks, calibrated)",
+             format_seconds(m.straggler_wait_s), (cal.overlap.straggler - 1) * 100, cal.overlap.straggler_ranks);
     else
         line(out, "  Communication      none (one rank)");
     if (const std::string nccl = nccl_line(r, config, cal); !nccl.empty()) line(out, "    NCCL's choice    {}", nccl);

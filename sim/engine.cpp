@@ -35,7 +35,10 @@ public:
         DTSIM_ASSERT(lanes.latency_ns.empty() || lanes.latency_ns.size() == n, "one latency per task, or none");
         DTSIM_ASSERT(stragglers.factor.empty() || stragglers.factor.size() == n,
                      "one straggler factor per task, or none");
-        if (!stragglers.factor.empty()) ready_ns_.assign(n, 0);
+        if (!stragglers.factor.empty()) {
+            ready_ns_.assign(n, 0);
+            schedule_.straggler_wait_ns.assign(n, 0);
+        }
         schedule_.timings.assign(n, {});
         pending_deps_.resize(n);
         // Successor lists in CSR form, and per-stream queues in issue order.
@@ -192,8 +195,10 @@ private:
         if (changed) record_memory();
         const double latency =
             lanes_.latency_ns.empty() ? 0.0 : static_cast<double>(lanes_.latency_ns[static_cast<std::size_t>(t)]);
-        running_.push_back({t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0, latency,
-                            straggler_wait(t)});
+        const double wait = straggler_wait(t);
+        if (wait > 0) schedule_.straggler_wait_ns[static_cast<std::size_t>(t)] = static_cast<std::int64_t>(wait);
+        running_.push_back(
+            {t, task.kind, static_cast<double>(duration_[static_cast<std::size_t>(t)]), 1.0, latency, wait});
         rates_stale_ = true;
     }
 

@@ -54,7 +54,7 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
         if (m.mfu_peak_tflops > 0)
             m.mfu = workload.model_flops() * config.grad_accum / (m.step_time_s * m.mfu_peak_tflops * 1e12);
     }
-    std::vector<Interval> compute, comm, copy, host, io;
+    std::vector<Interval> compute, comm, copy, host, io, waits;
     std::vector<std::tuple<int, std::int64_t, int>> calls;  // (kind, bytes, group size) per collective
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
         const Task& t = plan.tasks[i];
@@ -72,6 +72,8 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
         }
         if (t.kind == TaskKind::collective) {
             comm.push_back(iv);
+            if (!schedule.straggler_wait_ns.empty() && schedule.straggler_wait_ns[i] > 0)
+                waits.push_back({iv.first, iv.first + schedule.straggler_wait_ns[i]});
             const int group = plan.groups[static_cast<std::size_t>(t.group)].size;
             calls.emplace_back(static_cast<int>(t.collective), t.bytes, group);
             m.comm_bytes_per_step += t.bytes;
@@ -83,6 +85,7 @@ Metrics compute_metrics(const Plan& plan, const Schedule& schedule, const models
     m.compute_s = static_cast<double>(length(compute)) * 1e-9;
     m.comm_s = static_cast<double>(length(comm)) * 1e-9;
     m.exposed_comm_s = static_cast<double>(length(comm) - overlap) * 1e-9;
+    m.straggler_wait_s = static_cast<double>(length(merge(std::move(waits)))) * 1e-9;
     m.overlap_fraction = length(comm) > 0 ? static_cast<double>(overlap) / static_cast<double>(length(comm)) : 0.0;
     m.copy_s = static_cast<double>(length(merge(std::move(copy)))) * 1e-9;
     m.host_compute_s = static_cast<double>(length(merge(std::move(host)))) * 1e-9;

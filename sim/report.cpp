@@ -114,6 +114,7 @@ Json report_json(const SimResult& r, const Config& config, const calib::Calibrat
     j["compute_s"] = m.compute_s;
     j["comm_s"] = m.comm_s;
     j["exposed_comm_s"] = m.exposed_comm_s;
+    j["straggler_wait_s"] = m.straggler_wait_s;
     j["overlap_fraction"] = m.overlap_fraction;
     j["peak_memory_bytes"] = m.peak_memory_bytes;
     j["device_memory_bytes"] = m.device_memory_bytes;

@@ -33,6 +33,8 @@ Timeline make_timeline(const SimResult& r, const Config& config, const std::stri
             e.args.push_back(
                 {"group_size", static_cast<std::int64_t>(r.plan.groups[static_cast<std::size_t>(t.group)].size)});
         e.args.push_back({"standalone_ns", r.duration_ns[i]});
+        if (!r.schedule.straggler_wait_ns.empty() && r.schedule.straggler_wait_ns[i] > 0)
+            e.args.push_back({"waited_for_slowest_rank_ns", r.schedule.straggler_wait_ns[i]});
         const auto deps = r.plan.deps_of(t);
         e.deps.assign(deps.begin(), deps.end());  // events are the tasks, in order
         tl.events.push_back(std::move(e));

@@ -240,8 +240,9 @@ TEST_CASE("the JSON output has every documented field") {
     Run r = run_dtsim(kGoldenArgs);
     REQUIRE(r.exit_code == 0);
     const auto j = nlohmann::json::parse(r.out);
-    for (const char* key : {"step_time_s", "samples_per_s", "tokens_per_s", "mfu", "compute_s", "exposed_comm_s",
-                            "overlap_fraction", "peak_memory_bytes", "memory", "collectives", "buckets"})
+    for (const char* key :
+         {"step_time_s", "samples_per_s", "tokens_per_s", "mfu", "compute_s", "exposed_comm_s", "straggler_wait_s",
+          "overlap_fraction", "peak_memory_bytes", "memory", "collectives", "buckets"})
         CHECK(j.contains(key));
     for (const char* key : {"parameters", "gradients", "optimizer_states", "activations", "buckets", "other"})
         CHECK(j["memory"].contains(key));

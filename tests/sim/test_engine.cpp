@@ -219,10 +219,13 @@ TEST_CASE("a collective starts when the slowest rank arrives, and waits without 
     CHECK(s.timings[1].end_ns == 130);
     CHECK(s.timings[2].end_ns == 205);
     CHECK(s.timings[3].end_ns == 246 + 10);
-    // Ranks in step (no factor): the same plan as before.
+    // The schedule says how long each waited (B's task: none).
+    CHECK(s.straggler_wait_ns == std::vector<std::int64_t>{0, 20, 0, 41});
+    // Ranks in step (no factor): the same plan as before, and no waits recorded.
     Schedule together = run_engine(p, {100, 10, 100, 10}, overlap);
     CHECK(together.timings[1].end_ns == 110);
     CHECK(together.timings[3].end_ns == 215);
+    CHECK(together.straggler_wait_ns.empty());
 }
 
 TEST_CASE("ranks meet where one waits on a collective: the next wait counts from there") {
@@ -247,6 +250,36 @@ TEST_CASE("a collective queued past its slowest rank's arrival does not wait") {
     CHECK(s.timings[1].end_ns == 100);
     CHECK(s.timings[2].start_ns == 100);
     CHECK(s.timings[2].end_ns == 150);
+}
+
+TEST_CASE("a CPU calibration's spread: collectives wait, the metrics and the timeline say how long") {
+    Config c;
+    c.model = "mlp-8x1024";
+    c.topology = {1, 2};
+    c.micro_batch = 32;
+    c.precision = Precision::fp32;
+    c.knobs = {{"bucket_cap_mb", "100"}};  // one exposed bucket at the end of backward
+    calib::Calibration cal = calib::load_hardware("a100-sxm");
+    cal.provenance.backend = "cpu-gloo-openblas";
+    const SimResult together = simulate(c, cal);
+    CHECK(together.metrics.straggler_wait_s == 0);
+    cal.overlap.straggler = 1.1;
+    cal.overlap.straggler_ranks = 2;
+    const SimResult apart = simulate(c, cal);
+    REQUIRE(apart.duration_ns == together.duration_ns);  // the same prices: only the waits differ
+    CHECK(apart.schedule.makespan_ns > together.schedule.makespan_ns);
+    CHECK(apart.metrics.straggler_wait_s > 0);
+    CHECK(apart.metrics.straggler_wait_s <= apart.metrics.comm_s);
+    // The waits are a tenth of the compute before each collective, at most: the
+    // step grows by no more than that share of it.
+    CHECK(apart.metrics.step_time_s - together.metrics.step_time_s <= 0.1 * together.metrics.step_time_s);
+    std::int64_t waited = 0;
+    for (const auto& e : make_timeline(apart, c, cal).events)
+        for (const auto& [key, value] : e.args)
+            if (key == "waited_for_slowest_rank_ns") waited += std::get<std::int64_t>(value);
+    CHECK(waited > 0);
+    // A GPU preset measures no spread: nothing waits.
+    CHECK(simulate(c, calib::load_hardware("a100-sxm")).schedule.straggler_wait_ns.empty());
 }
 
 TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroupGloo's worker threads do") {

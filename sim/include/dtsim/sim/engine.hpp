@@ -31,6 +31,10 @@ struct Schedule {
     MemoryBreakdown peak_breakdown{};    // by category at the moment of the device peak
     std::int64_t peak_host_bytes = 0;
     std::vector<MemorySample> memory;  // total device memory after each change
+    // Per task: how long a collective waited for its group's slowest rank
+    // before its work (Stragglers), within its start-end span; empty where
+    // the ranks arrive together.
+    std::vector<std::int64_t> straggler_wait_ns;
 };
 
 // How a transport runs a process group's collectives. NCCL (and MPI): one at

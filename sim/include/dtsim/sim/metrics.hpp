@@ -29,6 +29,9 @@ struct Metrics {
     double compute_s = 0;         // time the compute stream is busy
     double comm_s = 0;            // time any collective runs
     double exposed_comm_s = 0;    // communication with the compute stream idle
+    // Of comm_s, collectives waiting for their group's slowest rank (where the
+    // calibration measured how far apart ranks run; Schedule::straggler_wait_ns).
+    double straggler_wait_s = 0;
     double overlap_fraction = 0;  // share of communication time hidden under compute (0 without communication)
     double copy_s = 0;            // time any host<->device copy runs
     double host_compute_s = 0;    // time the host CPU computes (offloaded optimizer)
