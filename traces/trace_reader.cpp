@@ -33,7 +33,7 @@ const std::vector<std::string_view>& kept_arg_keys() {
         // CPU op inputs (gloo collective sizes), memcpy sizes, where a kernel ran
         "Input Dims", "Input type", "bytes", "memory bandwidth (GB/s)", "stream", "device",
         // dtsim's own
-        "task", "phase", "micro_step", "layer", "bucket", "group_size", "standalone_ns"};
+        "task", "phase", "micro_step", "layer", "bucket", "group_size", "standalone_ns", "waited_for_slowest_rank_ns"};
     return keys;
 }
 

@@ -464,6 +464,7 @@ TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as 
                                                         {.key = "group_size", .value = std::int64_t{2}}},
                                                .deps = {2 * r}});  // the allreduce waits for the gemm
     }
+    tl.events[1].args.push_back({.key = "waited_for_slowest_rank_ns", .value = std::int64_t{1'000}});
     tl.device_memory_bytes = {{.rank = 0, .time_ns = 0, .value = 10}, {.rank = 1, .time_ns = 5, .value = 20}};
     TempDir dir;
     write_chrome_trace(tl, dir.file("measured.json"));
@@ -478,6 +479,15 @@ TEST_CASE("a measured two-rank dtsim trace reads back as two ranks, the same as 
         CHECK(read.tracks[t].sort_index == direct.tracks[t].sort_index);  // per rank: 0, 1, 0, 1
         CHECK(read.tracks[t].name == direct.tracks[t].name);
     }
+    // dtsim's own args are kept by default, the wait for the slowest rank among them.
+    int waited = 0;
+    for (const auto& span : read.spans)
+        if (read.arg(span, "waited_for_slowest_rank_ns") == "1000") {
+            ++waited;
+            CHECK(read.str(span.name) == "allreduce bucket 0");
+            CHECK(read.tracks[static_cast<std::size_t>(span.track)].rank == 0);
+        }
+    CHECK(waited == 1);
     REQUIRE(read.counters.size() == 2);
     CHECK(read.counters[1].rank == 1);
     CHECK(read.counters[1].value == 20);

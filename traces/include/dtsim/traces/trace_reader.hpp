@@ -41,7 +41,8 @@ struct ReadOptions {
 
 // The arg keys kept by default: Kineto's collective metadata (formats.md §2),
 // "Input Dims", "Input type", memcpy "bytes", "stream", "device", and dtsim's
-// own (task, phase, micro_step, layer, bucket, bytes, group_size, standalone_ns).
+// own (task, phase, micro_step, layer, bucket, bytes, group_size, standalone_ns,
+// waited_for_slowest_rank_ns).
 const std::vector<std::string_view>& kept_arg_keys();
 
 // path: a trace file or a directory of them (one rank per file).
