@@ -252,13 +252,23 @@ TEST_CASE("a collective queued past its slowest rank's arrival does not wait") {
     CHECK(s.timings[2].end_ns == 150);
 }
 
-TEST_CASE("a CPU calibration's spread: collectives wait, the metrics and the timeline say how long") {
+namespace {
+
+// DDP of an 8-layer MLP on 2 ranks of one node, fp32, with `bucket_cap_mb`.
+Config two_rank_mlp(const char* bucket_cap_mb) {
     Config c;
     c.model = "mlp-8x1024";
     c.topology = {1, 2};
     c.micro_batch = 32;
     c.precision = Precision::fp32;
-    c.knobs = {{"bucket_cap_mb", "100"}};  // one exposed bucket at the end of backward
+    c.knobs = {{"bucket_cap_mb", bucket_cap_mb}};
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("a CPU calibration's spread: collectives wait, the metrics and the timeline say how long") {
+    const Config c = two_rank_mlp("100");  // one exposed bucket at the end of backward
     calib::Calibration cal = calib::load_hardware("a100-sxm");
     cal.provenance.backend = "cpu-gloo-openblas";
     const SimResult together = simulate(c, cal);
@@ -283,12 +293,7 @@ TEST_CASE("a CPU calibration's spread: collectives wait, the metrics and the tim
 }
 
 TEST_CASE("over gloo, DDP's bucket allreduces run two at a time, as ProcessGroupGloo's worker threads do") {
-    Config c;
-    c.model = "mlp-8x1024";
-    c.topology = {1, 2};
-    c.micro_batch = 32;
-    c.precision = Precision::fp32;
-    c.knobs = {{"bucket_cap_mb", "1"}};  // a bucket a layer: allreduces queue up behind each other
+    const Config c = two_rank_mlp("1");  // a bucket a layer: allreduces queue up behind each other
     calib::Calibration cal = calib::load_hardware("a100-sxm");
     // Most at once on one stream, over the step.
     const auto most_at_once = [](const SimResult& r) {
