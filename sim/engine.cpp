@@ -232,14 +232,16 @@ private:
     }
 
     // Task u's last dependency, t, has ended. Where t is a collective and u the
-    // compute stream's next task, idle until now, the rank waited for the
-    // collective: its group's ranks have met (Stragglers).
+    // compute stream's next task, idle until now, or another collective, issued
+    // once t returned (a synchronous call), the rank waited for the collective:
+    // its group's ranks have met (Stragglers).
     void became_ready(std::int32_t t, std::int32_t u) {
         ready_ns_[static_cast<std::size_t>(u)] = now_;
+        if (plan_.tasks[static_cast<std::size_t>(t)].kind != TaskKind::collective) return;
         const Task& task = plan_.tasks[static_cast<std::size_t>(u)];
         const auto s = static_cast<std::size_t>(task.stream);
-        if (plan_.tasks[static_cast<std::size_t>(t)].kind == TaskKind::collective && task.kind == TaskKind::compute &&
-            busy_[s] == 0 && head_[s] < queue_[s].size() && queue_[s][head_[s]] == u)
+        if (task.kind == TaskKind::collective || (task.kind == TaskKind::compute && busy_[s] == 0 &&
+                                                  head_[s] < queue_[s].size() && queue_[s][head_[s]] == u))
             sync_ns_ = now_;
     }
 

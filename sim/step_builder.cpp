@@ -200,7 +200,14 @@ std::int32_t StepBuilder::collective(CollectiveKind kind, std::int64_t bytes, in
     t.dtype = dtype;
     t.group = group;
     t.bytes = bytes;
-    return add(t, deps);
+    // A thread blocked in a synchronous collective issues nothing else either:
+    // on a CPU backend the next collective waits for it as compute does (FSDP's
+    // backward prefetch all-gather queues behind the reduce-scatter before it;
+    // in a torch CPU profile the two never overlap).
+    if (!c_.collectives_block_compute || compute_barriers_.empty()) return add(t, deps);
+    std::vector<std::int32_t> all(deps.begin(), deps.end());
+    all.insert(all.end(), compute_barriers_.begin(), compute_barriers_.end());
+    return add(t, all);
 }
 
 std::int32_t StepBuilder::pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream_index,

@@ -239,6 +239,22 @@ TEST_CASE("ranks meet where one waits on a collective: the next wait counts from
     CHECK(s.timings[3].end_ns == 260);
 }
 
+TEST_CASE("ranks meet where a collective issues once another returns: the next wait counts from there") {
+    // A CPU backend's thread, blocked in a synchronous collective, issues the
+    // next one when it returns: the ranks left the first together (at 130), so
+    // the second, ready then, does not wait for the spread since the start.
+    Plan p = two_stream_plan();
+    const int a = p.add_task(compute_task(), {});
+    const int c1 = p.add_task(comm_task(), {a});
+    p.add_task(comm_task(), {c1});
+    Schedule s = run_engine(p, {100, 10, 10}, {1.0, 1.0}, {}, Stragglers{.factor = {1.0, 1.2, 1.2}});
+    CHECK(s.timings[1].start_ns == 100);  // waited 20 for the slowest rank, then 10 of work
+    CHECK(s.timings[1].end_ns == 130);
+    CHECK(s.timings[2].start_ns == 130);
+    CHECK(s.timings[2].end_ns == 140);
+    CHECK(s.straggler_wait_ns == std::vector<std::int64_t>{0, 20, 0});
+}
+
 TEST_CASE("a collective queued past its slowest rank's arrival does not wait") {
     // Two allreduces ready at 0 and 10; the first takes 100. The second's
     // slowest rank arrives at 12, long before the link is free at 100.

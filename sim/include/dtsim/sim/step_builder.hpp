@@ -54,7 +54,7 @@ public:
                             int bucket = -1, DType dtype = DType::fp32);
     // `task`, a collective, is called synchronously by the thread that runs the
     // model: under Config::collectives_block_compute (CPU backends) the next
-    // compute task waits for it to end.
+    // compute task, and every collective issued before it, waits for it to end.
     void synchronous_collective(std::int32_t task);
     // An explicit elementwise pass on a compute stream (optimizer step, casts, copies).
     // `flops` are priced at the fp32 GEMM peak (matmul-like work), `launches`
