@@ -24,6 +24,10 @@ ComputeProbe::ComputeProbe(const RepeatPolicy& policy, bool lowered)
       b_(a_.size(), 0.5f),
       c_(a_.size(), 0.0f),
       lowered_(lowered) {
+    retime(policy);
+}
+
+void ComputeProbe::retime(const RepeatPolicy& policy) {
     alone_us_ = measure(policy, [&] { return gemm_us(); }).mean_us;  // the mean, as the GEMM points
 }
 

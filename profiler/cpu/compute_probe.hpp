@@ -21,6 +21,11 @@ public:
     // compute thread runs beside gloo's threads.
     explicit ComputeProbe(const RepeatPolicy& policy, bool lowered = true);
 
+    // Times the GEMM alone again, for a benchmark that alternates rounds
+    // alone and beside other work: each round's slowdown is then a ratio
+    // of two figures taken close together, not across the machine's drift.
+    void retime(const RepeatPolicy& policy);
+
     // Runs `foreground` on this thread while the probe's thread loops GEMMs;
     // returns how much slower compute ran meanwhile: the window over the GEMM
     // work done inside it, each GEMM worth its time alone, at most
