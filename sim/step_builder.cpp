@@ -96,12 +96,17 @@ std::int32_t StepBuilder::add(Task t, Deps deps) {
     return plan_.add_task(t, deps);
 }
 
-std::int32_t StepBuilder::add_compute(Task t, Deps deps) {
+std::int32_t StepBuilder::add_after_barriers(Task t, Deps deps) {
     if (compute_barriers_.empty()) return add(t, deps);
     std::vector<std::int32_t> all(deps.begin(), deps.end());
     all.insert(all.end(), compute_barriers_.begin(), compute_barriers_.end());
-    compute_barriers_.clear();
     return add(t, all);
+}
+
+std::int32_t StepBuilder::add_compute(Task t, Deps deps) {
+    const std::int32_t id = add_after_barriers(t, deps);
+    compute_barriers_.clear();
+    return id;
 }
 
 void StepBuilder::synchronous_collective(std::int32_t task) {
@@ -204,10 +209,7 @@ std::int32_t StepBuilder::collective(CollectiveKind kind, std::int64_t bytes, in
     // on a CPU backend the next collective waits for it as compute does (FSDP's
     // backward prefetch all-gather queues behind the reduce-scatter before it;
     // in a torch CPU profile the two never overlap).
-    if (!c_.collectives_block_compute || compute_barriers_.empty()) return add(t, deps);
-    std::vector<std::int32_t> all(deps.begin(), deps.end());
-    all.insert(all.end(), compute_barriers_.begin(), compute_barriers_.end());
-    return add(t, all);
+    return c_.collectives_block_compute ? add_after_barriers(t, deps) : add(t, deps);
 }
 
 std::int32_t StepBuilder::pass(Phase phase, std::int64_t bytes, double flops, Deps deps, int m, int stream_index,

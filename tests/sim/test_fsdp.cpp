@@ -875,37 +875,30 @@ TEST_CASE("on a CPU backend FSDP's synchronous collectives hold the model's thre
         c.knobs = knobs;
         const SimResult on_gpu = simulate(c, gpu);
         const SimResult on_cpu = simulate(c, cpu);
-        auto overlapped = [](const SimResult& r) {
+        // Pairs of tasks, the first of kind `a` and the second of kind `b`, that run at once.
+        auto overlapping = [](const SimResult& r, auto&& a, auto&& b) {
             int pairs = 0;
             for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
-                const Task& comm = r.plan.tasks[i];
-                if (comm.role != CollectiveRole::parameter_gather && comm.role != CollectiveRole::gradient_reduce)
-                    continue;
+                if (!a(r.plan.tasks[i])) continue;
                 for (std::size_t j = 0; j < r.plan.tasks.size(); ++j) {
-                    const Task& t = r.plan.tasks[j];
-                    if (t.kind != TaskKind::compute || t.layer < 0) continue;
-                    const auto& a = r.schedule.timings[i];
-                    const auto& b = r.schedule.timings[j];
-                    pairs += a.start_ns < b.end_ns && b.start_ns < a.end_ns;
+                    if (j == i || !b(r.plan.tasks[j])) continue;
+                    const auto& x = r.schedule.timings[i];
+                    const auto& y = r.schedule.timings[j];
+                    pairs += x.start_ns < y.end_ns && y.start_ns < x.end_ns;
                 }
             }
             return pairs;
         };
+        const auto fsdp_collective = [](const Task& t) {
+            return t.role == CollectiveRole::parameter_gather || t.role == CollectiveRole::gradient_reduce;
+        };
+        const auto layer_compute = [](const Task& t) { return t.kind == TaskKind::compute && t.layer >= 0; };
+        const auto collective = [](const Task& t) { return t.kind == TaskKind::collective; };
+        auto overlapped = [&](const SimResult& r) { return overlapping(r, fsdp_collective, layer_compute); };
         // Nor does a collective start while one it issued before runs: the backward prefetch's
         // all-gather queues behind the reduce-scatter before it (a torch 2.15 CPU profile of
-        // FULL_SHARD over gloo: never one beside the other).
-        auto collectives_overlapped = [](const SimResult& r) {
-            int pairs = 0;
-            for (std::size_t i = 0; i < r.plan.tasks.size(); ++i)
-                for (std::size_t j = i + 1; j < r.plan.tasks.size(); ++j) {
-                    if (r.plan.tasks[i].kind != TaskKind::collective || r.plan.tasks[j].kind != TaskKind::collective)
-                        continue;
-                    const auto& a = r.schedule.timings[i];
-                    const auto& b = r.schedule.timings[j];
-                    pairs += a.start_ns < b.end_ns && b.start_ns < a.end_ns;
-                }
-            return pairs;
-        };
+        // FULL_SHARD over gloo: never one beside the other). Each pair counts twice here.
+        auto collectives_overlapped = [&](const SimResult& r) { return overlapping(r, collective, collective); };
         CHECK(overlapped(on_gpu) > 0);
         CHECK(overlapped(on_cpu) == 0);
         CHECK(collectives_overlapped(on_cpu) == 0);

@@ -94,8 +94,11 @@ public:
 
 private:
     std::int32_t add(Task t, Deps deps);
-    // A compute task's deps plus the pending SyncBatchNorm collective, if any.
+    // A compute task, after the pending barriers (SyncBatchNorm's collective; on
+    // CPU backends the synchronous collectives), which it then clears.
     std::int32_t add_compute(Task t, Deps deps);
+    // Any task after the pending barriers, which stay pending.
+    std::int32_t add_after_barriers(Task t, Deps deps);
     bool sync_batchnorm(int layer) const;
     std::int64_t autocast_copy_bytes(int layer) const;
     std::int64_t recomputed_bytes(int layer) const;
