@@ -81,6 +81,11 @@ constexpr Bounds kTimeUs{.min = 0, .min_exclusive = true, .max = 1e9,
 constexpr Bounds kLatencyUs{.min = 0, .max = 1e9, .why_max = "a latency over 1,000 s is a broken measurement"};
 constexpr Bounds kTflops{.min = 0, .min_exclusive = true, .max = 1e6, .why_max = "1 EFLOP/s, beyond any one device"};
 constexpr Bounds kEfficiency{.min = 0, .min_exclusive = true, .max = 1, .why_max = "a fraction of the peak"};
+constexpr Bounds kInPlaceSpeedup{
+    .min = 0,
+    .min_exclusive = true,
+    .max = 4,
+    .why_max = "an in-place pass 4x as fast as an out-of-place one is a broken measurement"};
 constexpr Bounds kHalfDim{.min = 0, .max = 1e9, .why_max = "a GEMM dimension of 1e9 never occurs in a model"};
 constexpr Bounds kFitError{.min = 0, .max = 1e6, .why_max = "a relative error"};
 constexpr Bounds kLayoutRatio{.min = 0, .min_exclusive = true, .max = 10,
@@ -272,6 +277,7 @@ std::string to_json_text(const Calibration& c) {
                    {"mem_bw_gbps", c.device.mem_bw_gbps},
                    {"elementwise_efficiency", c.device.elementwise_efficiency},
                    {"kernel_overhead_us", c.device.kernel_overhead_us},
+                   {"in_place_speedup", c.device.in_place_speedup},
                    {"indexed_elements_per_s", c.device.indexed_elements_per_s}};
     j["gpus_per_node"] = c.gpus_per_node;
     j["gemm_curves"] = Json::array();
@@ -342,6 +348,8 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
     c.device.mem_bw_gbps = dev.number_within("mem_bw_gbps", kRateGbps);
     c.device.elementwise_efficiency = dev.number_within("elementwise_efficiency", kEfficiency);
     c.device.kernel_overhead_us = dev.number_within("kernel_overhead_us", kLatencyUs);
+    c.device.in_place_speedup =
+        dev.has("in_place_speedup") ? dev.number_within("in_place_speedup", kInPlaceSpeedup) : 1.0;
     c.device.indexed_elements_per_s =
         dev.has("indexed_elements_per_s") ? dev.number_within("indexed_elements_per_s", kElementsPerS) : 0;
     c.gpus_per_node = static_cast<int>(root.integer_within("gpus_per_node", kGpusPerNode));

@@ -80,6 +80,11 @@ void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, 
     const double adam = pace_rate(bench_cpu_adam_params_per_s(16 << 20, policy));
     c.device.mem_bw_gbps = pace_rate(mem.stream_gbps);
     c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
+    double speedup = mem.in_place_speedup;  // the ranks' mean
+    MPI_Allreduce(MPI_IN_PLACE, &speedup, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    c.device.in_place_speedup = speedup / ranks;
     c.device.kernel_overhead_us = pace_time(mem.kernel_overhead_us);
     // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
     c.host.h2d_pinned_gbps = c.host.d2h_pinned_gbps = c.host.h2d_pageable_gbps = c.host.d2h_pageable_gbps = memcpy_gbps;

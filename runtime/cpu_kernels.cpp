@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -59,6 +63,37 @@ void adam_scalar(float* __restrict p, const float* __restrict g, float* __restri
 
 }  // namespace
 
+std::int64_t memory_pass_scratch_bytes(std::int64_t llc_bytes) {
+    constexpr std::int64_t kMiB = 1LL << 20;
+    const std::int64_t llc = llc_bytes > 0 ? llc_bytes : 32 * kMiB;
+    return std::clamp(4 * llc, 64 * kMiB, 512 * kMiB);
+}
+
+std::int64_t memory_pass_scratch_bytes() {
+    // The kernel's view (sysfs: one instance of the highest cache level). glibc's
+    // sysconf reads CPUID and can be far off in a VM: 320 MiB of L3 on the
+    // development machine, whose streams slow down beyond 32 MiB as sysfs says.
+    static const std::int64_t bytes = [] {
+        std::int64_t llc = 0;
+        for (int index = 0; index < 8; ++index) {
+            const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+            std::ifstream level(dir + "/level"), size(dir + "/size");
+            int l = 0;
+            std::int64_t kib = 0;
+            std::string unit;
+            if (!(level >> l) || !(size >> kib)) break;
+            size >> unit;  // "32768K" reads as 32768 then "K"
+            const std::int64_t b = kib * (unit == "M" ? 1LL << 20 : unit == "K" ? 1LL << 10 : 1);
+            if (l >= 2 && b > 0) llc = b;  // the last level listed wins
+        }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        if (llc <= 0) llc = std::max<long>(sysconf(_SC_LEVEL3_CACHE_SIZE), 0);
+#endif
+        return memory_pass_scratch_bytes(llc);
+    }();
+    return bytes;
+}
+
 void memory_pass(std::int64_t bytes, Floats& scratch) {
     const auto half = static_cast<std::int64_t>(scratch.size()) / 2;
     if (half == 0 || bytes <= 0) return;
@@ -67,6 +102,17 @@ void memory_pass(std::int64_t bytes, Floats& scratch) {
     for (std::int64_t left = std::max<std::int64_t>(1, bytes / 8); left > 0; left -= half) {
         const std::int64_t n = std::min(half, left);
         for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i] * 0.999f + 0.001f;
+    }
+}
+
+void update_pass(std::int64_t bytes, Floats& scratch) {
+    const auto half = static_cast<std::int64_t>(scratch.size()) / 2;
+    if (half == 0 || bytes <= 0) return;
+    float* p = scratch.data();
+    const float* g = scratch.data() + half;
+    for (std::int64_t left = std::max<std::int64_t>(1, bytes / 12); left > 0; left -= half) {
+        const std::int64_t n = std::min(half, left);
+        for (std::int64_t i = 0; i < n; ++i) p[i] -= 1e-6f * g[i];
     }
 }
 

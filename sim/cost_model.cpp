@@ -111,8 +111,12 @@ double CostModel::elementwise_ns(std::int64_t bytes) const {
            cal_->device.kernel_overhead_us * 1e3;
 }
 
-double CostModel::pass_ns(std::int64_t bytes, double flops, int launches) const {
+double CostModel::pass_ns(std::int64_t bytes, double flops, int launches, bool in_place) const {
+    // An optimizer step updates parameters and states where they lie: no write-allocate reads.
     double ns = elementwise_ns(bytes);
+    if (in_place && ns > 0)
+        ns = (ns - cal_->device.kernel_overhead_us * 1e3) / cal_->device.in_place_speedup +
+             cal_->device.kernel_overhead_us * 1e3;
     if (flops > 0) {
         // Matmul-like work in an explicit pass (PowerSGD): at the best fp32 GEMM rate.
         const calib::GemmCurve* c = cal_->gemm_curve(DType::fp32);
@@ -315,7 +319,7 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
             case TaskKind::compute:
                 ns = t.layer >= 0     ? layer_ns(t) + elementwise_ns(t.bytes)
                      : t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns)  // measured in a profile
-                                      : pass_ns(t.bytes, t.flops, t.launches);
+                                      : pass_ns(t.bytes, t.flops, t.launches, t.phase == Phase::optimizer);
                 if (first_touch)
                     for (const MemoryDelta& d : plan.memory_of(t))
                         if (d.category == MemCategory::gradients && d.bytes > 0)

@@ -22,8 +22,6 @@ namespace {
 using runtime::copy_pass;
 using runtime::memory_pass;
 using sim::TaskKind;
-// Memory passes, copies and host loops stream through at most this much scratch.
-constexpr std::int64_t kMemScratchFloats = runtime::kMemoryPassScratchBytes / 4;
 constexpr std::int64_t kIoChunkBytes = 8 * 1024 * 1024;
 
 std::int64_t floats_of(std::int64_t bytes) {
@@ -109,7 +107,7 @@ void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, 
     grow(s.a, a);
     grow(s.b, b);
     grow(s.c, c);
-    grow(s.mem, std::min(std::max<std::int64_t>(mem, 0), kMemScratchFloats));
+    grow(s.mem, std::min(std::max<std::int64_t>(mem, 0), runtime::memory_pass_scratch_bytes() / 4));
     grow(s.comm, comm);
     grow(s.comm_out, comm_out);
     if (io > 0) {
@@ -158,6 +156,8 @@ void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Ta
                         memory_pass(op.bytes, s.mem);
                 }
                 if (t.phase == sim::Phase::backward) memory_pass(t.bytes, s.mem);  // fused bucket copies
+            } else if (t.phase == sim::Phase::optimizer) {
+                runtime::update_pass(t.bytes, s.mem);  // parameters and states updated where they lie
             } else {
                 memory_pass(t.bytes, s.mem);
             }

@@ -15,7 +15,7 @@ double bench_cpu_adam_params_per_s(std::int64_t parameters, const RepeatPolicy& 
     if (parameters <= 0)
         throw Error(fmt::format("the CPU Adam benchmark needs a positive parameter count, not {}", parameters));
     // The executor's kernel over its scratch (cpu_kernels.hpp).
-    runtime::Floats scratch(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float));
+    runtime::Floats scratch(static_cast<std::size_t>(runtime::memory_pass_scratch_bytes()) / sizeof(float));
     for (std::size_t i = 0; i < scratch.size(); ++i) scratch[i] = static_cast<float>(i % 1000) * 1e-4f - 0.05f;
     int t = 0;
     const Measurement meas = measure(policy, [&] {

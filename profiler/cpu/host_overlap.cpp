@@ -13,7 +13,7 @@ namespace dtsim::profiler {
 
 void bench_host_overlap(bool quick, const RepeatPolicy& policy, calib::OverlapSpec& spec) {
     ComputeProbe probe(policy);
-    runtime::Floats scratch(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    runtime::Floats scratch(static_cast<std::size_t>(runtime::memory_pass_scratch_bytes()) / sizeof(float), 1.0f);
     constexpr std::int64_t kPassBytes = 32LL << 20;
     auto pass = [&] {
         const auto t0 = std::chrono::steady_clock::now();

@@ -21,15 +21,16 @@ namespace {
 // Keeps results observable so that the compiler cannot drop the kernels.
 volatile float g_sink = 0;
 
-// Each sample streams 128 MiB through the executor's 32 MiB scratch, as a
-// pass over a real tensor streams through it; quick runs too: 32 MiB samples
-// (one pass over the scratch) came out 10-30 % faster.
+// Each sample streams at least 128 MiB, and the whole of the executor's
+// scratch (four times the last-level cache, cpu_kernels.hpp) once, as a pass
+// over a real tensor streams through memory; quick runs too.
 constexpr std::size_t kSampleBytes = 64u << 20;
 
 // The executor's elementwise kernel over its scratch (cpu_kernels.hpp): bytes
 // moved per pass = bytes read + bytes written, as the Plan counts them.
 double stream_gbps(const RepeatPolicy& policy, runtime::Floats& scratch) {
-    const auto pass_bytes = static_cast<std::int64_t>(kSampleBytes) * 2;
+    const auto pass_bytes = std::max(static_cast<std::int64_t>(kSampleBytes) * 2,
+                                     static_cast<std::int64_t>(scratch.size() * sizeof(float)));
     const Measurement stream = measure(policy, [&] {
         const auto start = std::chrono::steady_clock::now();
         runtime::memory_pass(pass_bytes, scratch);
@@ -41,7 +42,7 @@ double stream_gbps(const RepeatPolicy& policy, runtime::Floats& scratch) {
 }
 
 runtime::Floats memory_scratch() {
-    return runtime::Floats(static_cast<std::size_t>(runtime::kMemoryPassScratchBytes) / sizeof(float), 1.0f);
+    return runtime::Floats(static_cast<std::size_t>(runtime::memory_pass_scratch_bytes()) / sizeof(float), 1.0f);
 }
 
 }  // namespace
@@ -52,12 +53,37 @@ double bench_stream_gbps(const RepeatPolicy& policy) {
 }
 
 MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress) {
-    const std::size_t bytes = kSampleBytes;
     MemoryResult r;
 
     if (progress) progress("memory: stream", 0.0);
     runtime::Floats scratch = memory_scratch();
+    const std::size_t bytes = std::max(kSampleBytes, scratch.size() * sizeof(float) / 2);  // all of the scratch
     r.stream_gbps = stream_gbps(policy, scratch);
+
+    if (progress) progress("memory: in-place update", 0.25);
+    // The in-place update against the stream kernel, in alternating rounds
+    // (this machine's bandwidth drifts within seconds): the median ratio.
+    {
+        RepeatPolicy one = policy;
+        one.warmup = 1;
+        one.min_samples = one.max_samples = 1;
+        one.budget_s = 0;
+        const auto pass_bytes = static_cast<std::int64_t>(scratch.size() * sizeof(float));
+        std::vector<double> ratios;
+        for (int round = 0; round < 5; ++round) {
+            const double out_of_place = stream_gbps(one, scratch);
+            const Measurement update = measure(one, [&] {
+                const auto start = std::chrono::steady_clock::now();
+                runtime::update_pass(pass_bytes / 2 * 3, scratch);  // every element of the scratch's halves once
+                const double us = elapsed_us(start);
+                g_sink = scratch.front();
+                return us;
+            });
+            ratios.push_back(static_cast<double>(pass_bytes / 2 * 3) / (update.mean_us * 1e3) / out_of_place);
+        }
+        std::sort(ratios.begin(), ratios.end());
+        r.in_place_speedup = ratios[ratios.size() / 2];
+    }
 
     if (progress) progress("memory: memcpy", 0.4);
     // Copy bandwidth: bytes copied per second (each byte is read once and written

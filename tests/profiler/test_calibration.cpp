@@ -286,6 +286,20 @@ TEST_CASE("a CPU calibration's one-rank memory figures survive the round trip, a
     CHECK(older.host.first_touch_gbps == 1.5);
 }
 
+TEST_CASE(
+    "a CPU calibration's in-place speedup survives the round trip, files without it read as 1, a wrong one is named") {
+    Calibration c = measured_calibration();
+    c.device.in_place_speedup = 1.4375;
+    Calibration older;
+    nlohmann::json j;
+    const Calibration back = round_trip(c, "device", {"in_place_speedup"}, older, j);
+    CHECK(back.device.in_place_speedup == 1.4375);
+    CHECK(older.device.in_place_speedup == 1.0);
+    j["device"]["in_place_speedup"] = 0;
+    CHECK_THROWS_WITH(calibration_from_json_text(j.dump(), "speedup.json"),
+                      Catch::Contains("speedup.json") && Catch::Contains("/device/in_place_speedup"));
+}
+
 TEST_CASE("the ranks' spread survives the round trip, files without it arrive together, half of it is an error") {
     Calibration c = measured_calibration();
     c.overlap.straggler = 1.0625;

@@ -51,6 +51,16 @@ TEST_CASE("bench_gemm measures one point per shape, big shapes faster per flop")
     CHECK(rate(timed[1]) > 2 * rate(timed[0]));
 }
 
+TEST_CASE("the kernels' scratch is four times the last-level cache, so long passes stream from memory") {
+    constexpr std::int64_t MiB = 1LL << 20;
+    CHECK(runtime::memory_pass_scratch_bytes(32 * MiB) == 128 * MiB);
+    CHECK(runtime::memory_pass_scratch_bytes(96 * MiB) == 384 * MiB);
+    CHECK(runtime::memory_pass_scratch_bytes(0) == 128 * MiB);           // unknown: as for 32 MiB
+    CHECK(runtime::memory_pass_scratch_bytes(2 * MiB) == 64 * MiB);      // never below 64 MiB
+    CHECK(runtime::memory_pass_scratch_bytes(1024 * MiB) == 512 * MiB);  // nor above 512 MiB
+    CHECK(runtime::memory_pass_scratch_bytes() >= 64 * MiB);
+}
+
 TEST_CASE("default GEMM shapes: the full grid is larger and covers skinny shapes") {
     const auto full = default_gemm_shapes(false);
     CHECK(full.size() >= 20);

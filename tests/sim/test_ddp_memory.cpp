@@ -362,3 +362,31 @@ TEST_CASE("torch AdamW: one more pass over the parameters (its weight decay) unl
     c.decoupled_weight_decay = false;
     CHECK(optimizer_name(c) == "adam");
 }
+
+TEST_CASE("an optimizer step updates in place: it runs at the calibration's in-place speedup, other passes do not") {
+    auto cal = calib::load_hardware("a100-sxm");
+    const Config c = gpt2_config();
+    const SimResult r = simulate(c, cal);
+    const auto base = CostModel(cal).price(r.plan, *r.workload);
+    cal.device.in_place_speedup = 1.5;  // a CPU's write-allocate: out-of-place passes move a third more
+    const auto faster = CostModel(cal).price(r.plan, *r.workload);
+    REQUIRE(base.size() == faster.size());
+    const double overhead_ns = cal.device.kernel_overhead_us * 1e3;
+    int optimizer_passes = 0, copies_back = 0;
+    for (std::size_t i = 0; i < base.size(); ++i) {
+        const Task& t = r.plan.tasks[i];
+        INFO("task " << i);
+        if (t.kind == TaskKind::compute && t.phase == Phase::optimizer) {
+            ++optimizer_passes;
+            // Its bytes at 1.5x the rate; its launches cost what they did.
+            const double launches_ns = (1 + t.launches) * overhead_ns;
+            CHECK(static_cast<double>(faster[i]) ==
+                  Approx((static_cast<double>(base[i]) - launches_ns) / 1.5 + launches_ns).margin(2));
+        } else {
+            if (t.phase == Phase::gradient_copy) ++copies_back;  // an out-of-place copy into .grad
+            CHECK(faster[i] == base[i]);
+        }
+    }
+    CHECK(optimizer_passes >= 1);
+    CHECK(copies_back >= 1);
+}

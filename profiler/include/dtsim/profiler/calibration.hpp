@@ -103,6 +103,13 @@ struct DeviceSpec {
     // bounds: the same on an H100 and an H200 (bench/results/cuda.md). 0: not
     // limiting (CPU backends, whose passes are bound by bandwidth).
     double indexed_elements_per_s = 0;
+    // Bytes a second of an in-place update (an optimizer step: every byte it
+    // writes it has read) over those of an out-of-place pass, both counted as
+    // the Plan counts them (read + written). On a CPU a store to a line not in
+    // cache reads the line first (write-allocate), so an out-of-place pass
+    // moves a third more than it counts and an in-place one does not;
+    // measured by calibrate on CPUs (1.5 if only that), 1 elsewhere.
+    double in_place_speedup = 1.0;
 };
 
 struct HostSpec {

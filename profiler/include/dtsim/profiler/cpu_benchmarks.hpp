@@ -35,6 +35,8 @@ struct MemoryResult {
     double stream_gbps = 0;         // a streaming read+write kernel (elementwise ops)
     double memcpy_gbps = 0;         // memcpy of large buffers (host copies)
     double kernel_overhead_us = 0;  // the cost of a tiny pass (call overhead)
+    // An in-place update's counted bytes a second over stream_gbps's (DeviceSpec::in_place_speedup).
+    double in_place_speedup = 1.0;
 };
 MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress);
 // MemoryResult::stream_gbps alone.

@@ -32,8 +32,10 @@ public:
     double elementwise_ns(std::int64_t bytes) const;
     double op_ns(const models::Op& op) const;
     // An explicit pass: streaming `bytes`, matmul-like `flops`, and `launches`
-    // extra kernels (launch-bound loops such as Gram-Schmidt).
-    double pass_ns(std::int64_t bytes, double flops, int launches) const;
+    // extra kernels (launch-bound loops such as Gram-Schmidt). `in_place`: it
+    // writes only what it read (an optimizer step), at the calibration's
+    // in_place_speedup.
+    double pass_ns(std::int64_t bytes, double flops, int launches, bool in_place = false) const;
 
     // One collective over `group`. A measured table of this kind and group
     // prices the sizes it covers. Elsewhere, a calibration with an NCCL model
