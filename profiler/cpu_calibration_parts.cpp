@@ -1,5 +1,6 @@
 #include "cpu_calibration_parts.hpp"
 
+#include "cpu/compute_probe.hpp"
 #include "cpu/one_blas_thread.hpp"
 #include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
@@ -80,11 +81,7 @@ void measure_memory_and_adam(calib::Calibration& c, const RepeatPolicy& policy, 
     const double adam = pace_rate(bench_cpu_adam_params_per_s(16 << 20, policy));
     c.device.mem_bw_gbps = pace_rate(mem.stream_gbps);
     c.device.elementwise_efficiency = 1.0;  // the measured bandwidth is what a streaming pass gets
-    double speedup = mem.in_place_speedup;  // the ranks' mean
-    MPI_Allreduce(MPI_IN_PLACE, &speedup, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    int ranks = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    c.device.in_place_speedup = speedup / ranks;
+    c.device.in_place_speedup = mean_over_ranks(mem.in_place_speedup);
     c.device.kernel_overhead_us = pace_time(mem.kernel_overhead_us);
     // "Device" and host are the same memory on the CPU backend: copies run at memcpy speed.
     c.host.h2d_pinned_gbps = c.host.d2h_pinned_gbps = c.host.h2d_pageable_gbps = c.host.d2h_pageable_gbps = memcpy_gbps;
@@ -109,10 +106,7 @@ void measure_one_rank_memory(calib::Calibration& c, const RepeatPolicy& policy) 
     // (an MPI barrier would spin on a core). The figures are the calibration's
     // busy ones times the median ratio; one rank alone is never slower than
     // with its node busy (a ratio below 1 is the drift), so at least them.
-    RepeatPolicy one = policy;
-    one.warmup = 1;
-    one.min_samples = one.max_samples = 1;
-    one.budget_s = 0;
+    const RepeatPolicy one = single_sample(policy);
     constexpr int kRounds = 7;
     runtime::prepare_peer_wait(MPI_COMM_WORLD);
     std::vector<double> bw_ratio, touch_ratio;

@@ -114,9 +114,9 @@ double CostModel::elementwise_ns(std::int64_t bytes) const {
 double CostModel::pass_ns(std::int64_t bytes, double flops, int launches, bool in_place) const {
     // An optimizer step updates parameters and states where they lie: no write-allocate reads.
     double ns = elementwise_ns(bytes);
-    if (in_place && ns > 0)
-        ns = (ns - cal_->device.kernel_overhead_us * 1e3) / cal_->device.in_place_speedup +
-             cal_->device.kernel_overhead_us * 1e3;
+    if (in_place && bytes > 0)
+        ns -= static_cast<double>(bytes) / (cal_->device.mem_bw_gbps * cal_->device.elementwise_efficiency) *
+              (1.0 - 1.0 / cal_->device.in_place_speedup);
     if (flops > 0) {
         // Matmul-like work in an explicit pass (PowerSGD): at the best fp32 GEMM rate.
         const calib::GemmCurve* c = cal_->gemm_curve(DType::fp32);

@@ -64,10 +64,7 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
     // The in-place update against the stream kernel, in alternating rounds
     // (this machine's bandwidth drifts within seconds): the median ratio.
     {
-        RepeatPolicy one = policy;
-        one.warmup = 1;
-        one.min_samples = one.max_samples = 1;
-        one.budget_s = 0;
+        const RepeatPolicy one = single_sample(policy);
         const auto pass_bytes = static_cast<std::int64_t>(scratch.size() * sizeof(float));
         std::vector<double> ratios;
         for (int round = 0; round < 5; ++round) {
@@ -81,8 +78,7 @@ MemoryResult bench_memory(const RepeatPolicy& policy, const ProgressFn& progress
             });
             ratios.push_back(static_cast<double>(pass_bytes / 2 * 3) / (update.mean_us * 1e3) / out_of_place);
         }
-        std::sort(ratios.begin(), ratios.end());
-        r.in_place_speedup = ratios[ratios.size() / 2];
+        r.in_place_speedup = summarize(std::move(ratios)).median_us;  // a ratio, not a time
     }
 
     if (progress) progress("memory: memcpy", 0.4);

@@ -35,6 +35,15 @@ struct RepeatPolicy {
     double min_sample_us = 0;
 };
 
+// One warm-up and one sample of `policy`'s length: a phase of a benchmark
+// that alternates rounds, each round's figures taken close together.
+inline RepeatPolicy single_sample(RepeatPolicy policy) {
+    policy.warmup = 1;
+    policy.min_samples = policy.max_samples = 1;
+    policy.budget_s = 0;
+    return policy;
+}
+
 // The policy in words, as a calibration's provenance records it
 // ("sampling"): what each of its figures is the mean of.
 std::string describe(const RepeatPolicy& policy);
