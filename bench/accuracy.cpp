@@ -95,6 +95,27 @@ double percentile(std::vector<double> v, double q) {
     return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+// The figures of a round's calibration that move its predictions most: the
+// contention factors, the ranks' spread, memory and the fp32 allreduce point
+// nearest a 4 MiB bucket (mlp-8x1024's layer). Rounds that disagree show here
+// whether the machine or the calibration moved.
+std::string calibration_figures(const calib::Calibration& cal) {
+    const calib::CollectivePoint* nearest = nullptr;
+    for (const calib::CollectiveCurve& c : cal.collectives)
+        if (c.kind == calib::CollectiveKind::allreduce && c.dtype == DType::fp32)
+            for (const calib::CollectivePoint& p : c.points)
+                if (!nearest || std::abs(std::log(static_cast<double>(p.size_bytes) / (4 << 20))) <
+                                    std::abs(std::log(static_cast<double>(nearest->size_bytes) / (4 << 20))))
+                    nearest = &p;
+    const calib::OverlapSpec& o = cal.overlap;
+    return fmt::format(
+        "compute under a collective x{:.2f}, a collective under compute x{:.2f}, compute under host work x{:.2f}, "
+        "ranks apart x{:.3f}; memory {:.1f} GB/s, in place x{:.2f}; allreduce of {:.1f} MiB {:.2f} ms",
+        o.compute_slowdown_under_comm, o.comm_slowdown_under_compute, o.compute_slowdown_under_host, o.straggler,
+        cal.device.mem_bw_gbps, cal.device.in_place_speedup,
+        nearest ? static_cast<double>(nearest->size_bytes) / (1 << 20) : 0.0, nearest ? nearest->time_us / 1e3 : 0.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,9 +177,11 @@ int main(int argc, char** argv) {
         // collective: where the error comes from.
         std::vector<std::vector<double>> compute_error(all.size()), collective_error(all.size());
         std::string cal_name;
+        std::vector<std::string> round_figures;
         for (int round = 0; round < rounds; ++round) {
             const calib::Calibration cal = calibrate();
             cal_name = cal.name;
+            round_figures.push_back(calibration_figures(cal));
             if (rank == 0 && !save.empty() && round == 0) calib::write_calibration(cal, save);
             // Each round starts at another configuration, so that none is
             // always the first after a calibration (the machine drifts).
@@ -242,6 +265,8 @@ int main(int argc, char** argv) {
             "step-time spread within a run (half the p10-p90 range): median {:.1f} %\n",
             errors.size(), 100 * percentile(errors, 0.5), 100 * percentile(errors, 0.9),
             100 * percentile(stale_errors, 0.5), 100 * percentile(stale_errors, 0.9), 100 * percentile(spreads, 0.5));
+        fmt::print("\nthe rounds' calibrations (before their refreshes):\n");
+        for (std::size_t r = 0; r < round_figures.size(); ++r) fmt::print("round {}: {}\n", r, round_figures[r]);
     } catch (const std::exception& e) {
         fmt::print(stderr, "accuracy: error on rank {}: {}\n", rank, e.what());
         MPI_Abort(MPI_COMM_WORLD, 2);
