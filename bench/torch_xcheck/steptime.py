@@ -19,8 +19,10 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
    two of its runs agree within it; the case's figure is the median of its
    runs. A case that never settles is reported as disturbed, and the run is
    void: its errors are printed but judge nothing. The three bucket cases
-   run --ranking-runs (3) times at least: their range is torch's noise in
-   the bucket ranking, and two runs' range understates it.
+   run --ranking-runs (4) times at least: their range is torch's noise in
+   the bucket ranking, and two runs' range understates it. A pair counts
+   for the ranking only where its runs fall wholly apart as well (four runs
+   a case: 2 chances in 70 when they do not differ).
 2. Compute priced as torch runs it: PyPI torch does its CPU GEMMs with MKL
    (`torch.__config__.show()`), not the OpenBLAS that dtsim's calibration
    measures, so this times torch's own GEMMs at the model's shapes and layouts
@@ -37,13 +39,19 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
    torch's GEMMs too; then `simulate` for every case.
 4. It prints each prediction's error, the median and p90 of |error|, and
    whether dtsim ranks the bucket sizes as torch does where torch's own
-   difference exceeds its run-to-run noise.
+   difference exceeds its run-to-run noise. Separate runs minutes apart
+   carry this machine's drift (their range was 5-42 % a case), more than
+   the sizes differ, so the ranking is also judged where drift cancels:
+   the three sizes as three DDP models in one pair of processes,
+   --interleave-rounds (10) rounds, each giving every size
+   --interleave-steps (3) steps in turn. A pair counts when one size is the
+   faster in enough rounds for a two-sided sign test's p <= 0.05 (9 of 10).
 5. A second, communication-heavy MLP (--ranking-model, 32 x 512 by default:
    1 MiB a layer, so bucket_cap_mb=1 makes 32 latency-bound allreduces and
    100 one exposed 32 MiB allreduce) for the bucket ranking: on the main
    model torch's bucket differences rarely exceed its own run-to-run noise
    on this 2-core machine, so that check had no pair to count. Its three
-   bucket sizes run --ranking-runs times each (3), torch's GEMMs at its
+   bucket sizes run --ranking-runs times each (4), torch's GEMMs at its
    shapes join the calibration's GEMM points, and its table gives torch's
    runs, dtsim's prediction and the ranking over the pairs torch separates.
 6. dtsim's executor as a stand-in for torch: `execute --backend gloo
@@ -67,7 +75,7 @@ import sys
 import tempfile
 import time
 
-from dtsim_run import bucket_ranking, calibrate, compilers_running, p90, publish, spread
+from dtsim_run import bucket_ranking, calibrate, compilers_running, interleaved_ranking, p90, publish, spread
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -194,6 +202,89 @@ def run_torch_case(ranks: int, kwargs: dict, a, spec: tuple | None = None, fault
     if faults is not None:
         faults.append(statistics.median(run["faults"][a.warmup:]))
     return statistics.median(run["times"][a.warmup:])
+
+
+def interleaved_worker(rank: int, world: int, init: str, spec: tuple, batch: int, caps: list[int], rounds: int,
+                       steps: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    loss_fn = torch.nn.MSELoss()
+    x = torch.randn(*model_input_shape(spec, batch))
+    y = torch.randn(*model_input_shape(spec, batch))
+    models = []
+    for cap in caps:
+        torch.manual_seed(1)
+        model = DDP(build_model(spec), bucket_cap_mb=cap)
+        models.append((model, torch.optim.SGD(model.parameters(), lr=1e-3)))
+
+    faults: list[list[float]] = [[] for _ in caps]
+
+    def timed_step(i: int) -> float:
+        model, opt = models[i]
+        dist.barrier()
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        t0 = time.perf_counter()
+        train_step(model, opt, loss_fn, x, y)
+        local = torch.tensor([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0],
+                             dtype=torch.float64)
+        dist.all_reduce(local, op=dist.ReduceOp.MAX)
+        faults[i].append(local[1].item())
+        return local[0].item()
+
+    for i in range(len(caps)):  # warm-up: the reducer rebuilds its buckets after the first step
+        for _ in range(3):
+            timed_step(i)
+    faults = [[] for _ in caps]
+    table = [[0.0] * len(caps) for _ in range(rounds)]
+    for r in range(rounds):
+        for j in range(len(caps)):
+            i = (r + j) % len(caps)  # each round starts at another size
+            table[r][i] = statistics.median(timed_step(i) for _ in range(steps))
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"rounds": table, "faults": [statistics.median(f) for f in faults]}, f)
+    dist.destroy_process_group()
+
+
+def run_interleaved(a, spec: tuple, caps: list[int]) -> dict:
+    """torch's bucket sizes in one pair of processes, step by step: one DDP model per bucket cap (same weights, same
+    batch), a.interleave_rounds rounds, each giving every model a.interleave_steps steps in turn (the round's
+    figure is their median, slower rank). The sizes meet the machine in the same state, so a difference between
+    them stands out of drift that separate runs minutes apart cannot tell from it. The three models share one
+    allocator, so their page faults (the median per step, the rank with more) are returned to compare with the
+    separate runs'. Returns {"rounds": [round][cap] seconds, "faults": [cap] pages}."""
+    import torch.multiprocessing as mp
+
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "rounds.json")
+            try:
+                mp.spawn(interleaved_worker, args=(2, "file://" + os.path.join(d, "store"), spec, a.batch, caps,
+                                                   a.interleave_rounds, a.interleave_steps, out), nprocs=2)
+            except mp.ProcessExitedException as e:
+                if attempt == 2 or not os.path.exists(out):
+                    raise
+                print(f"torch run ended abnormally after its steps ({e}); running it again", file=sys.stderr)
+                continue
+            with open(out) as f:
+                return json.load(f)
+    raise RuntimeError("unreachable")
+
+
+def interleaved_intro(result: dict, a) -> str:
+    """The line above an interleaved ranking's table: what ran, and each size's median over the rounds and its
+    page faults a step."""
+    table = result["rounds"]
+    medians = [statistics.median(row[i] for row in table) * 1e3 for i in range(len(BUCKET_CASES))]
+    return (f"Interleaved in one pair of processes ({len(table)} rounds of {a.interleave_steps} steps per size in turn, "
+            "each round starting at another size; medians over the rounds, and torch's faults a step): " +
+            ", ".join(f"{n} {m:.1f} ms ({f * 4096 / 2**20:.0f} MiB)"
+                      for n, m, f in zip(BUCKET_CASES, medians, result["faults"])) + ".")
 
 
 def settled(runs: list[float], limit: float) -> bool:
@@ -359,7 +450,12 @@ def main() -> int:
     ap.add_argument("--quick-calibration", action="store_true", help="calibrate --quick (collectives to 1 MiB only)")
     ap.add_argument("--ranking-model", default="32x512",
                     help="LxW of the communication-heavy MLP whose bucket sizes are ranked (none: skip it)")
-    ap.add_argument("--ranking-runs", type=int, default=3, help="torch runs of each bucket size on that model")
+    ap.add_argument("--ranking-runs", type=int, default=4,
+                    help="torch runs of each bucket size, on both models (4): their range is the ranking's noise")
+    ap.add_argument("--interleave-rounds", type=int, default=10,
+                    help="rounds of the interleaved bucket ranking, on both models (10; 0: none)")
+    ap.add_argument("--interleave-steps", type=int, default=3,
+                    help="steps each bucket size takes in turn in a round of it (3; the round's figure: their median)")
     ap.add_argument("--settle", type=float, default=0.15,
                     help="a case is settled once two of its torch runs agree within this fraction (0.15)")
     ap.add_argument("--max-runs", type=int, default=5, help="torch runs of a case at most, settling it (5)")
@@ -428,6 +524,14 @@ def main() -> int:
                 ranking_windows.append(time_gemm_window(a, ranking[1]))
                 ranked.setdefault(name, []).append(
                     run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1])))
+    caps = [CASES[n][1]["bucket_cap_mb"] for n in BUCKET_CASES]
+    interleaved, ranked_interleaved = None, None
+    if a.interleave_rounds > 0:
+        print(f"torch: bucket sizes {caps} interleaved, {a.interleave_rounds} rounds", file=sys.stderr)
+        interleaved = run_interleaved(a, ("mlp", a.layers, a.width), caps)
+        if ranking:
+            print(f"torch: mlp-{ranking[0]}x{ranking[1]} bucket sizes interleaved", file=sys.stderr)
+            ranked_interleaved = run_interleaved(a, ("mlp", ranking[0], ranking[1]), caps)
     gemms = gemm_points(a, windows)
     print("torch: two ranks' lockstep spread", file=sys.stderr)
     straggler = lockstep_spread(a)
@@ -492,6 +596,8 @@ def main() -> int:
     lines += ["", f"Median |error| {statistics.median(errors) * 100:.1f} %, p90 {p90(errors) * 100:.1f} % "
                   f"(targets: 10 %, 15 %). {verdict}"]
     lines.append(bucket_ranking(measured, predicted, BUCKET_CASES))
+    if interleaved:
+        lines += ["", interleaved_intro(interleaved, a), ""] + interleaved_ranking(interleaved["rounds"], BUCKET_CASES, predicted)
     if ranking:
         lines += ["", f"Bucket ranking on the communication-heavy mlp-{ranking[0]}x{ranking[1]} (batch {a.batch} per "
                       f"rank, 2 ranks, {a.ranking_runs} torch runs per bucket size, interleaved; its GEMM points "
@@ -510,6 +616,9 @@ def main() -> int:
                          f"{spread(runs) * 100:.1f} % | {ranked_predicted[name] * 1e3:.1f} | "
                          f"{(ranked_predicted[name] / t - 1) * 100:+.1f} % |")
         lines += ["", bucket_ranking(ranked, ranked_predicted, BUCKET_CASES)]
+        if ranked_interleaved:
+            lines += ["", interleaved_intro(ranked_interleaved, a), ""] + interleaved_ranking(
+                ranked_interleaved["rounds"], BUCKET_CASES, ranked_predicted)
     publish(lines, a.out)
     return 0
 
