@@ -80,7 +80,8 @@ DdpOptions parse_options(const Config& config, const Knobs& knobs) {
     o.find_unused = knobs.boolean("find_unused_parameters") && !o.static_graph;
     o.broadcast_buffers = knobs.boolean("broadcast_buffers");
     o.cap = static_cast<std::int64_t>(knobs.number("bucket_cap_mb") * MiB);
-    // PyTorch >= 2.4 uses the cap for the first bucket too when the user set bucket_cap_mb (§1.1).
+    // PyTorch >= 2.4 uses the cap for the first bucket too when the user set bucket_cap_mb (§1.1); torch
+    // 2.15's rebuilt buckets confirm it (tests/python/ddp_buckets.py).
     o.first = knobs.text("first_bucket_mb") != "auto" ? static_cast<std::int64_t>(knobs.number("first_bucket_mb") * MiB)
               : knobs.is_set("bucket_cap_mb")         ? o.cap
                                                       : MiB;
