@@ -526,6 +526,7 @@ def main() -> int:
         for name in short:
             torch_run(name)
     ranked: dict[str, list[float]] = {}
+    ranked_faults: dict[str, list[float]] = {}
     ranking_windows: list[list[float]] = []
     if ranking:
         for rep in range(a.ranking_runs):
@@ -533,7 +534,8 @@ def main() -> int:
                 print(f"torch: mlp-{ranking[0]}x{ranking[1]} {name} (run {rep + 1})", file=sys.stderr)
                 ranking_windows.append(time_gemm_window(a, ranking[1]))
                 ranked.setdefault(name, []).append(
-                    run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1])))
+                    run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1]),
+                                   faults=ranked_faults.setdefault(name, [])))
     caps = [CASES[n][1]["bucket_cap_mb"] for n in BUCKET_CASES]
     interleaved, ranked_interleaved = None, None
     if a.interleave_rounds > 0:
@@ -617,14 +619,16 @@ def main() -> int:
             lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
                          ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) +
                          f" (windows {lo:.0f}-{hi:.0f} us)")
-        lines += ["", "| case | torch runs (ms) | torch median (ms) | noise | dtsim (ms) | error |",
-                  "|---|---|---:|---:|---:|---:|"]
+        lines += ["", "| case | torch runs (ms) | torch median (ms) | noise | dtsim (ms) | error | "
+                      "torch's faults a step (MiB) |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
         for name in BUCKET_CASES:
             runs = ranked[name]
             t = statistics.median(runs)
             lines.append(f"| {name} | {', '.join(f'{r * 1e3:.1f}' for r in runs)} | {t * 1e3:.1f} | "
                          f"{spread(runs) * 100:.1f} % | {ranked_predicted[name] * 1e3:.1f} | "
-                         f"{(ranked_predicted[name] / t - 1) * 100:+.1f} % |")
+                         f"{(ranked_predicted[name] / t - 1) * 100:+.1f} % | "
+                         f"{statistics.fmean(ranked_faults[name]) * 4096 / 2**20:.0f} |")
         lines += ["", bucket_ranking(ranked, ranked_predicted, BUCKET_CASES)]
         if ranked_interleaved:
             lines += ["", interleaved_intro(ranked_interleaved, a), ""] + interleaved_ranking(
