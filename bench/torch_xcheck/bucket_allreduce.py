@@ -23,12 +23,11 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtsim_run import compilers_running, publish  # noqa: E402
-from steptime import build_model, train_step  # noqa: E402
+from steptime import build_model, spawn_with_retry, train_step  # noqa: E402
 
 
 def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int, cap: int, steps: int, warmup: int,
@@ -129,7 +128,6 @@ def main() -> int:
             print(f"bucket_allreduce.py: --hardware {a.hardware}: {e}", file=sys.stderr)
             return 2
     import torch
-    import torch.multiprocessing as mp
 
     busy = compilers_running()
     lines = [f"## {datetime.date.today()}: torch {torch.__version__} DDP bucket allreduces in the step and alone "
@@ -143,12 +141,7 @@ def main() -> int:
              "|---:|---:|---:|---:|---:|---:|" + ("---:|" if cal else "")]
     for cap in caps:
         print(f"torch: bucket_cap_mb={cap}", file=sys.stderr)
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "times.json")
-            mp.spawn(worker, args=(2, "file://" + os.path.join(d, "store"), layers, width, a.batch, cap, a.steps,
-                                   a.warmup, out), nprocs=2)
-            with open(out) as f:
-                run = json.load(f)
+        run = spawn_with_retry(worker, (layers, width, a.batch, cap, a.steps, a.warmup), 2, "times.json")
         for key in sorted(run["in_step"], key=int):
             nbytes, times = int(key), run["in_step"][key]
             step_ms, alone_ms = statistics.median(times) * 1e3, run["alone"][key] * 1e3

@@ -121,11 +121,50 @@ def model_input_shape(spec: tuple, batch: int) -> tuple:
     return (batch, spec[4], spec[2]) if spec[0] == "transformer" else (batch, spec[2])
 
 
-def train_step(model, opt, loss_fn, x, y) -> None:
+def train_step(model, opt, loss_fn, x, y, after_zero_grad=None) -> None:
     opt.zero_grad(set_to_none=True)
+    if after_zero_grad:
+        after_zero_grad()
     loss = loss_fn(model(x), y)
     loss.backward()
     opt.step()
+
+
+def timed_step(model, opt, loss_fn, x, y, after_zero_grad=None) -> tuple[float, float]:
+    """One train_step between a barrier and an allreduce of its time and its minor page faults (getrusage), each
+    the larger of the ranks': (seconds, faults)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.barrier()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0 = time.perf_counter()
+    train_step(model, opt, loss_fn, x, y, after_zero_grad)
+    local = torch.tensor([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0],
+                         dtype=torch.float64)
+    dist.all_reduce(local, op=dist.ReduceOp.MAX)
+    return local[0].item(), local[1].item()
+
+
+def spawn_with_retry(worker, args: tuple, nprocs: int, out_name: str):
+    """mp.spawn(worker, args + (OUT,)) on a file:// store in a fresh directory; returns the JSON the workers wrote to
+    OUT. gloo's teardown aborts now and then ("terminate called without an active exception") after every step was
+    timed and OUT written; such a run is repeated once, and said so."""
+    import torch.multiprocessing as mp
+
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, out_name)
+            try:
+                mp.spawn(worker, args=(nprocs, "file://" + os.path.join(d, "store")) + args + (out,), nprocs=nprocs)
+            except mp.ProcessExitedException as e:
+                if attempt == 2 or not os.path.exists(out):
+                    raise
+                print(f"torch run ended abnormally after its steps ({e}); running it again", file=sys.stderr)
+                continue
+            with open(out) as f:
+                return json.load(f)
+    raise RuntimeError("unreachable")
 
 
 def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps: int, kwargs: dict,
@@ -161,15 +200,9 @@ def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps:
     y = torch.randn(*model_input_shape(spec, batch))
     times, faults = [], []
     for _ in range(steps):
-        dist.barrier()
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t0 = time.perf_counter()
-        train_step(model, opt, loss_fn, x, y)
-        local = torch.tensor([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0],
-                             dtype=torch.float64)
-        dist.all_reduce(local, op=dist.ReduceOp.MAX)
-        times.append(local[0].item())
-        faults.append(local[1].item())
+        t, f = timed_step(model, opt, loss_fn, x, y)
+        times.append(t)
+        faults.append(f)
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"times": times, "faults": faults}, f)
@@ -180,26 +213,8 @@ def run_torch_case(ranks: int, kwargs: dict, a, spec: tuple | None = None, fault
     """The median step (slower rank) after a.warmup steps of a.steps, on `ranks` ranks. With `faults`, appends
     to it the median of the page faults a step took (minor faults, getrusage; the rank with more): what glibc's
     allocator made torch touch afresh, which dtsim's first-touch charge models."""
-    import torch.multiprocessing as mp
-
     spec = spec or ("mlp", a.layers, a.width)
-    for attempt in (1, 2):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "times.json")
-            try:
-                mp.spawn(ddp_worker,
-                         args=(ranks, "file://" + os.path.join(d, "store"), spec, a.batch, a.steps, kwargs, out),
-                         nprocs=ranks)
-            except mp.ProcessExitedException as e:
-                # gloo's teardown aborts now and then ("terminate called without an active exception") after
-                # every step was timed; the run is repeated once, and said so.
-                if attempt == 2 or not os.path.exists(out):
-                    raise
-                print(f"torch run ended abnormally after its steps ({e}); running it again", file=sys.stderr)
-                continue
-            with open(out) as f:
-                run = json.load(f)
-            break
+    run = spawn_with_retry(ddp_worker, (spec, a.batch, a.steps, kwargs), ranks, "times.json")
     if faults is not None:
         faults.append(statistics.median(run["faults"][a.warmup:]))
     return statistics.median(run["times"][a.warmup:])
@@ -223,37 +238,28 @@ def interleaved_worker(rank: int, world: int, init: str, spec: tuple, batch: int
         model = DDP(build_model(spec), bucket_cap_mb=cap)
         models.append((model, torch.optim.SGD(model.parameters(), lr=1e-3)))
 
-    faults: list[list[float]] = [[] for _ in caps]
     # Alone, each model's freed gradients lie at the top of glibc's heap and go back to the OS (its trim threshold),
     # so every step faults them in afresh (about 128 MiB a step on mlp-8x2048, the separate runs' column). Three
     # models in one process keep one another's memory above them, so nothing is trimmed and no step faults. The
     # heap is trimmed where the freeing happens, as it is alone: right after zero_grad(set_to_none=True).
     trim = ctypes.CDLL("libc.so.6").malloc_trim
+    faults: list[list[float]] = [[] for _ in caps]
 
-    def timed_step(i: int) -> float:
-        model, opt = models[i]
-        dist.barrier()
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        trim(0)
-        loss_fn(model(x), y).backward()
-        opt.step()
-        local = torch.tensor([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0],
-                             dtype=torch.float64)
-        dist.all_reduce(local, op=dist.ReduceOp.MAX)
-        faults[i].append(local[1].item())
-        return local[0].item()
+    def step(i: int) -> float:
+        t, f = timed_step(*models[i], loss_fn, x, y, after_zero_grad=lambda: trim(0))
+        faults[i].append(f)
+        return t
 
     for i in range(len(caps)):  # warm-up: the reducer rebuilds its buckets after the first step
         for _ in range(3):
-            timed_step(i)
-    faults = [[] for _ in caps]
+            step(i)
+    for f in faults:
+        f.clear()
     table = [[0.0] * len(caps) for _ in range(rounds)]
     for r in range(rounds):
         for j in range(len(caps)):
             i = (r + j) % len(caps)  # each round starts at another size
-            table[r][i] = statistics.median(timed_step(i) for _ in range(steps))
+            table[r][i] = statistics.median(step(i) for _ in range(steps))
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"rounds": table, "faults": [statistics.median(f) for f in faults]}, f)
@@ -267,22 +273,8 @@ def run_interleaved(a, spec: tuple, caps: list[int]) -> dict:
     them stands out of drift that separate runs minutes apart cannot tell from it. The three models share one
     allocator, whose heap is trimmed after each zero_grad so that the gradients fault in afresh as they do alone;
     their page faults (the median per step, the rank with more) are returned to compare with the separate runs'. Returns {"rounds": [round][cap] seconds, "faults": [cap] pages}."""
-    import torch.multiprocessing as mp
-
-    for attempt in (1, 2):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "rounds.json")
-            try:
-                mp.spawn(interleaved_worker, args=(2, "file://" + os.path.join(d, "store"), spec, a.batch, caps,
-                                                   a.interleave_rounds, a.interleave_steps, out), nprocs=2)
-            except mp.ProcessExitedException as e:
-                if attempt == 2 or not os.path.exists(out):
-                    raise
-                print(f"torch run ended abnormally after its steps ({e}); running it again", file=sys.stderr)
-                continue
-            with open(out) as f:
-                return json.load(f)
-    raise RuntimeError("unreachable")
+    return spawn_with_retry(interleaved_worker, (spec, a.batch, caps, a.interleave_rounds, a.interleave_steps), 2,
+                            "rounds.json")
 
 
 def interleaved_intro(result: dict, a) -> str:
@@ -365,14 +357,7 @@ def lockstep_spread(a, rounds: int = 32) -> float:
     measures it with OpenBLAS, here with torch's own GEMMs): each round both ranks meet at a barrier, then time the
     model's GEMMs of one step (forward, input and weight gradient of every layer); the mean over rounds of the slower
     rank's window over the ranks' mean."""
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "spread.json")
-        mp.spawn(lockstep_worker, args=(2, "file://" + os.path.join(d, "store"), a.batch, a.layers, a.width, rounds,
-                                        out), nprocs=2)
-        with open(out) as f:
-            return json.load(f)["straggler"]
+    return spawn_with_retry(lockstep_worker, (a.batch, a.layers, a.width, rounds), 2, "spread.json")["straggler"]
 
 
 def gemm_points(a, windows: list[list[float]], width: int | None = None) -> list[dict]:
