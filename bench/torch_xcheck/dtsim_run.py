@@ -47,6 +47,10 @@ def spread(runs: list[float]) -> float:
     return (max(runs) - min(runs)) / statistics.fmean(runs)
 
 
+# dtsim's two predictions closer than this (relative) are a tie: the calibration's own noise moves them more.
+TIE = 0.01
+
+
 def bucket_ranking(measured: dict[str, list[float]], predicted: dict[str, float], cases: list[str]) -> str:
     """Whether dtsim orders the bucket sizes as torch does, over the pairs torch itself separates; one paragraph.
 
@@ -70,7 +74,7 @@ def bucket_ranking(measured: dict[str, list[float]], predicted: dict[str, float]
                 continue
             compared += 1
             dp, dq = predicted[p], predicted[q]
-            tie = abs(dp - dq) / min(dp, dq) < 0.01
+            tie = abs(dp - dq) / min(dp, dq) < TIE
             same = not tie and (tp < tq) == (dp < dq)
             ties += tie
             agree += same
@@ -113,7 +117,7 @@ def interleaved_ranking(table: list[list[float]], cases: list[str], predicted: d
             pval = sign_test(won, rounds)
             lo, hi = r[int(0.1 * (rounds - 1))], r[int(round(0.9 * (rounds - 1)))]
             dratio = predicted[fast] / predicted[slow]
-            tie = abs(dratio - 1) < 0.01
+            tie = abs(dratio - 1) < TIE
             if pval <= 0.05:
                 compared += 1
                 ties += tie
