@@ -103,6 +103,11 @@ private:
     // the views' gradients into a new tensor, fresh pages under fresh_gradients.
     void flatten(std::int64_t bytes);
     std::vector<float> flatten_from_, flatten_into_;
+    // FSDP's `div_` of a gradient (the plan's compression passes): `elements`
+    // read, multiplied and written in place. The reduction itself divides the
+    // values by the world size, so the factor here is one.
+    void divide_in_place(std::int64_t elements);
+    std::vector<float> divided_;
     std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);

@@ -119,7 +119,7 @@ void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const
         if (t.kind == TaskKind::host_compute && (t.elements > 0 || t.fixed_ns == 0))
             throw fail("an optimizer step on the host (offload: DeepSpeed's offload_optimizer, FSDP's cpu_offload)");
         if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
-            t.phase != Phase::gradient_copy)
+            t.phase != Phase::gradient_copy && t.phase != Phase::compression)
             throw fail(fmt::format("{} passes", sim::to_string(t.phase)));
         if (t.kind == TaskKind::compute && t.phase == Phase::recompute) throw fail("recompute passes");
         if (t.kind != TaskKind::collective) continue;
@@ -203,6 +203,8 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
                 a.op = t.phase == Phase::backward ? Sharding::Op::backward : Sharding::Op::forward;
             else if (t.phase == Phase::gradient_copy && t.fresh_output)
                 a.op = Sharding::Op::flatten;
+            else if (t.phase == Phase::compression)
+                a.op = Sharding::Op::divide;  // FSDP's _div_if_needed
             else if (t.phase == Phase::optimizer && t.flops > 0 && !optimizer_seen) {
                 a.op = Sharding::Op::optimizer;  // the whole shard's step (ZeRO-3's later sub-groups: nothing)
                 optimizer_seen = true;
@@ -275,7 +277,17 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
 
 namespace {
 volatile float g_flatten_sink = 0;  // keeps the copies
+volatile float g_unit_factor = 1.0f;  // read at run time, so the multiply stays
 }  // namespace
+
+void MlpTrainer::divide_in_place(std::int64_t elements) {
+    const auto n = static_cast<std::size_t>(elements);
+    if (n == 0) return;
+    if (divided_.size() < n) divided_.assign(n, 1.0f);
+    const float factor = g_unit_factor;
+    for (std::size_t i = 0; i < n; ++i) divided_[i] *= factor;
+    g_flatten_sink = divided_[n / 2];
+}
 
 void MlpTrainer::flatten(std::int64_t bytes) {
     const auto n = static_cast<std::size_t>(bytes / 4);
@@ -314,6 +326,7 @@ bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
         case Sharding::Op::replay: return false;
         case Sharding::Op::nothing: return true;
         case Sharding::Op::flatten: flatten(t.bytes / 2); return true;
+        case Sharding::Op::divide: divide_in_place(static_cast<std::int64_t>(t.flops)); return true;
         case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
         case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
         case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;

@@ -33,6 +33,7 @@ struct MlpTrainer::Sharding {
         forward,
         backward,
         flatten,  // FSDP's flat gradient: the views' gradients copied into a new tensor
+        divide,   // FSDP's division around a reduction: a pass in place (the values are scaled in the reduction)
         optimizer,
         gather,
         reduce_scatter,

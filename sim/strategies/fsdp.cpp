@@ -172,7 +172,7 @@ public:
         build_units();
         const std::size_t layer_count = w_.layers.size();
         const std::size_t expected_tasks =
-            static_cast<std::size_t>(config_.grad_accum) * (2 * layer_count + 5 * units_.size()) + layer_count +
+            static_cast<std::size_t>(config_.grad_accum) * (2 * layer_count + 7 * units_.size()) + layer_count +
             units_.size() + 4;
         plan_.tasks.reserve(expected_tasks);
         plan_.deps.reserve(expected_tasks * 2);
@@ -423,6 +423,15 @@ private:
         }
         sharded_ = sharding_ != Sharding::no_shard;
         if (!sharded_) shard_ranks_ = 1;
+        // _init_utils: DefaultState._get_gradient_predivide_factor of the data-parallel
+        // world (the shard group times the replicate group): the power of two reached
+        // by doubling while it divides the world and is below world / factor, about
+        // its square root (4 for a world of 6). The postdivide factor is the rest,
+        // world / predivide, a fraction for such worlds (torch 2.15).
+        const int world = topo.world_size();
+        predivide_ = 1;
+        while (world % predivide_ == 0 && world / predivide_ > predivide_) predivide_ *= 2;
+        postdivide_ = static_cast<double>(world) / predivide_;
         // RESHARD_AFTER_FORWARD_HANDLE_STRATEGIES = {FULL_SHARD, HYBRID_SHARD} (§3.3).
         reshard_after_forward_ = sharding_ == Sharding::full_shard || sharding_ == Sharding::hybrid_shard;
         replicate_ranks_ = hybrid_ ? topo.nodes : sharded_ ? 1 : topo.world_size();
@@ -569,7 +578,13 @@ private:
         grad_held_[static_cast<std::size_t>(u)] = 0;
         std::int32_t done = grad_ready;
         const std::int64_t cast = o_.reduce_bytes != o_.param_bytes ? un.padded * o_.reduce_bytes : 0;
-        const std::int32_t after[] = {grad_ready};
+        // _reduce_grad and _reduce_grad_no_shard divide in place around the
+        // collective (`_div_if_needed`): the unsharded gradient by the predivide
+        // factor before it, the reduced gradient by the postdivide factor after it.
+        const std::int64_t reduced_elements = sharded_ ? un.shard : un.numel;
+        const int reduce_stream = replicate_group_ >= 0 && !sharded_ ? all_reduce_stream_ : shard_group_stream_;
+        const std::int32_t divided = divide(un.padded, predivide_, grad_ready, m, reduce_stream);
+        const std::int32_t after[] = {divided};
         if (sharded_) {
             done = step().collective(CollectiveKind::reduce_scatter, un.padded * o_.reduce_bytes, shard_group_,
                                      shard_group_stream_, after, m, u, o_.reduce_dtype);
@@ -596,6 +611,9 @@ private:
         } else {
             keep_grad_shard(u, 0);  // one rank: nothing to reduce
         }
+        if (done != grad_ready)
+            done = divide(reduced_elements, postdivide_, done, m,
+                          replicate_group_ >= 0 ? all_reduce_stream_ : shard_group_stream_);
         if (o_.offload) {
             // _offload_grad: the fp32 gradient shard goes D2H into pinned memory (§3.6).
             const std::int32_t deps[] = {done};
@@ -603,6 +621,19 @@ private:
             plan_.tasks.back().bucket = u;
         }
         reduced_.push_back(done);
+    }
+
+    // `tensor.div_(factor)` over `elements` of the reduce dtype after `after`,
+    // when the factor is above one; returns the task it adds, or `after`. On GPUs
+    // it runs where _reduce_grad runs, on the post-backward stream (`stream`: the
+    // reduction's), beside the next unit's backward.
+    std::int32_t divide(std::int64_t elements, double factor, std::int32_t after, int m, int stream = -1) {
+        if (factor <= 1 || elements <= 0) return after;
+        const std::int32_t deps[] = {after};
+        // On a CPU backend the post-backward stream is the training thread itself.
+        if (config_.collectives_block_compute) stream = -1;
+        return step().pass(Phase::compression, 2 * elements * o_.reduce_bytes, static_cast<double>(elements), deps, m,
+                           stream);
     }
 
     const models::Workload& w_;
@@ -614,6 +645,8 @@ private:
     Sharding sharding_ = Sharding::full_shard;
     bool hybrid_ = false, sharded_ = true, reshard_after_forward_ = true;
     int shard_ranks_ = 1, replicate_ranks_ = 1;
+    int predivide_ = 1;  // FSDP's gradient division around the reduction
+    double postdivide_ = 1;
     int shard_group_ = -1, replicate_group_ = -1;
     int shard_group_stream_ = -1, all_reduce_stream_ = -1, h2d_stream_ = -1, d2h_stream_ = -1, cpu_stream_ = -1;
     // The units.

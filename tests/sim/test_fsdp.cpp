@@ -776,8 +776,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "FSDP's flat gradient is one copy pass per unit, paying first touch at every size under torch's allocator "
-    "(the collectives' fresh buffers above 32 MiB)") {
+    "FSDP's flat gradient is one copy pass per unit, and under torch's allocator what lifts the step's gradient "
+    "high-water mark pays first touch, and buffers above 32 MiB always do") {
     // One unit, fp32 (param_dtype fp32): the root's flat gradient is every parameter, 4 bytes each.
     Config c = fsdp_config("gpt2", 1, 8);
     c.precision = Precision::fp32;
@@ -793,12 +793,21 @@ TEST_CASE(
     const Task& flat = r.plan.tasks[passes.front()];
     CHECK(flat.phase == Phase::gradient_copy);
     CHECK(flat.bytes == 2 * params * 4);  // the views' gradients read, the flat one written
-    // The reduce-scatter waits for it.
+    // The reduce-scatter waits for it, through the predivide pass (_div_if_needed by 4 on 8 ranks).
+    const auto waits_for = [&](const Task& t, std::size_t i) {
+        for (std::uint32_t d = t.dep_begin; d < t.dep_begin + t.dep_count; ++d)
+            if (r.plan.deps[d] == static_cast<std::int32_t>(i)) return true;
+        return false;
+    };
     bool reduce_after_flat = false;
-    for (const Task& t : r.plan.tasks)
-        if (t.kind == TaskKind::collective && t.collective == calib::CollectiveKind::reduce_scatter)
-            for (std::uint32_t d = t.dep_begin; d < t.dep_begin + t.dep_count; ++d)
-                reduce_after_flat |= r.plan.deps[d] == static_cast<std::int32_t>(passes.front());
+    for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+        const Task& div = r.plan.tasks[i];
+        if (div.phase != Phase::compression || !waits_for(div, passes.front())) continue;
+        CHECK(div.bytes == 2 * params * 4);
+        for (const Task& t : r.plan.tasks)
+            if (t.kind == TaskKind::collective && t.collective == calib::CollectiveKind::reduce_scatter)
+                reduce_after_flat |= waits_for(t, i);
+    }
     CHECK(reduce_after_flat);
 
     // Under torch's allocator (host_memory_reuse false) against an allocator that keeps memory.
@@ -836,7 +845,8 @@ TEST_CASE(
     CHECK(mpi.at("allgather") == Approx(bytes * ns_per_byte).epsilon(1e-6));
     CHECK(mpi.at("reduce_scatter") == Approx(bytes / 8 * ns_per_byte).epsilon(1e-6));
     // A small model: the collectives' buffers under 32 MiB come back warm from
-    // glibc's heap; the flat gradient, freed last, is trimmed and faulted in again.
+    // glibc's heap. The flat gradient and the reduced shard lift the step's
+    // high-water mark of gradient memory, so they fault in.
     Config small = c;
     small.model = "mlp-2x1024";
     small.seq_len = 0;
@@ -847,10 +857,91 @@ TEST_CASE(
         INFO(kind);
         if (kind == "flat")
             CHECK(ns == Approx(small_bytes * ns_per_byte).epsilon(1e-6));
+        else if (kind == "reduce_scatter")
+            CHECK(ns == Approx(small_bytes / 8 * ns_per_byte).epsilon(1e-6));
         else
             CHECK(ns == 0);
     }
     CHECK(small_extra.count("flat") == 1);
+}
+
+TEST_CASE("FSDP divides each unit's gradient around its reduction by torch's predivide and postdivide factors") {
+    // _reduce_grad: _div_if_needed(padded unsharded gradient, predivide) before the
+    // reduce-scatter, _div_if_needed(shard, postdivide) after it; the factors are
+    // DefaultState._get_gradient_predivide_factor(world) and world / it.
+    struct Case {
+        int ranks;
+        std::int64_t predivide;  // 0: no pass
+        bool postdivide;
+    };
+    for (const Case k : {Case{2, 2, false}, Case{4, 2, true}, Case{8, 4, true}, Case{16, 4, true}, Case{6, 4, true}}) {
+        INFO(k.ranks << " ranks");
+        Config c = fsdp_config("mlp-4x512", 1, k.ranks);
+        c.seq_len = 0;
+        c.precision = Precision::fp32;
+        c.knobs = {{"auto_wrap_policy", "size"}, {"min_num_params", "262144"}};
+        const SimResult r = run(c);
+        std::int64_t units = 0, pre = 0, post = 0;
+        for (std::size_t i = 0; i < r.plan.tasks.size(); ++i) {
+            const Task& t = r.plan.tasks[i];
+            if (t.kind == TaskKind::collective && t.collective == calib::CollectiveKind::reduce_scatter) {
+                ++units;
+                // The reduce-scatter waits for a division over its whole (padded) input.
+                bool after_division = false;
+                for (std::uint32_t d = t.dep_begin; d < t.dep_begin + t.dep_count; ++d) {
+                    const Task& dep = r.plan.tasks[static_cast<std::size_t>(r.plan.deps[d])];
+                    after_division |= dep.phase == Phase::compression && dep.bytes == 2 * t.bytes;
+                }
+                CHECK(after_division);
+            }
+            if (t.phase != Phase::compression) continue;
+            CHECK(t.kind == TaskKind::compute);
+            CHECK(static_cast<double>(t.bytes) == Approx(8 * t.flops));  // fp32 read and written, one op each
+            bool feeds_reduction = false;
+            for (const Task& u : r.plan.tasks)
+                for (std::uint32_t d = u.dep_begin; d < u.dep_begin + u.dep_count; ++d)
+                    feeds_reduction |= r.plan.deps[d] == static_cast<std::int32_t>(i) && u.kind == TaskKind::collective;
+            ++(feeds_reduction ? pre : post);
+        }
+        CHECK(units == 4);
+        CHECK(pre == (k.predivide > 1 ? units : 0));
+        CHECK(post == (k.postdivide ? units : 0));
+    }
+}
+
+TEST_CASE("under torch's CPU allocator FSDP faults its step's gradient high-water mark, DDP every gradient") {
+    // mlp-8x2048 on 2 ranks: each unit's gradient G (a Linear's weight and bias)
+    // and its flat copy are freed once the unit's shard G/2 is reduced; glibc
+    // hands that memory to the next unit. What faults: the first unit's G, its
+    // flat copy and its shard, then one more shard a unit: 2G + 8 * G/2 = 6G.
+    // DDP keeps every gradient to the step's end: 8G.
+    calib::Calibration cal = calib::load_hardware("a100-sxm");
+    cal.provenance.backend = "cpu-mpi-openblas";  // no gloo temporaries
+    cal.host.first_touch_gbps = 2.0;
+    const auto faulted_bytes = [&](Config c) {
+        const SimResult fresh = simulate(c, cal);
+        c.host_memory_reuse = true;
+        const SimResult warm = simulate(c, cal);
+        const auto a = CostModel(cal).price(fresh.plan, *fresh.workload);
+        const auto b = CostModel(cal).price(warm.plan, *warm.workload);
+        double ns = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) ns += static_cast<double>(a[i] - b[i]);
+        return ns * 2.0;  // 2 GB/s: bytes
+    };
+    Config c = fsdp_config("mlp-8x2048", 1, 2);
+    c.seq_len = 0;
+    c.precision = Precision::fp32;
+    c.micro_batch = 64;
+    const double g = (2048.0 * 2048 + 2048) * 4;
+    for (const char* sharding : {"FULL_SHARD", "SHARD_GRAD_OP"}) {
+        INFO(sharding);
+        c.knobs = {{"sharding_strategy", sharding}, {"auto_wrap_policy", "size"}, {"min_num_params", "4194304"}};
+        CHECK(faulted_bytes(c) == Approx(6 * g).epsilon(1e-6));
+    }
+    Config ddp = c;
+    ddp.strategy = "ddp";
+    ddp.knobs = {};
+    CHECK(faulted_bytes(ddp) == Approx(8 * g).epsilon(1e-6));
 }
 
 TEST_CASE("on a CPU backend FSDP's synchronous collectives hold the model's thread: no layer computes while one runs") {
