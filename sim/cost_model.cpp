@@ -275,70 +275,6 @@ double CostModel::nvme_ns(Transfer direction, std::int64_t bytes) const {
            require_rate(gbps, cal_->name, read ? "nvme_read_gbps" : "nvme_write_gbps", "NVMe offload");
 }
 
-namespace {
-
-// Buffers the strategy allocates around a collective are reused once glibc's
-// dynamic threshold has risen, but it stops at 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX,
-// 64-bit): a larger one is mapped afresh and unmapped at its free every time,
-// so it pays first touch every time too.
-constexpr std::int64_t kAlwaysMapped = 32LL << 20;
-
-// The gradient memory each task touches for the first time in the step, on a host
-// whose allocator hands freed memory back (torch's CPU allocator over glibc).
-// zero_grad(set_to_none=True) frees every gradient, and glibc trims the free top
-// of its heap, so a step starts with none of it mapped. From there the heap is
-// reused: an allocation faults only the part that lifts the step's high-water
-// mark of live gradient memory. A buffer above glibc's mmap cap faults whole.
-// Walked in plan order, a task's allocations before its frees.
-//   DDP: every gradient lives to the step's end, so all of them fault (about
-//   128 MiB a step of mlp-8x2048, as torch 2.15 faulted alone).
-//   FSDP: a unit's gradient, its flat copy and the clone gloo reduces are freed
-//   once its shard is reduced, and the next unit reuses that memory; what grows
-//   is the kept shards. mlp-8x2048 FULL_SHARD on 2 ranks: 96 MiB, where torch
-//   2.15 faulted 40-149 MiB a step (bench/results/torch_xcheck.md, 2026-11-29),
-//   and where faulting every allocation charged 256 MiB.
-// `layers_touch`: charge the layers' own gradients (not when a profile's
-// measured layers paid for theirs; they still occupy the heap).
-std::vector<std::int64_t> fresh_gradient_bytes(const Plan& plan, bool layers_touch) {
-    std::vector<std::int64_t> out(plan.tasks.size(), 0);
-    std::int64_t live = 0, high = 0, transient = 0;
-    const auto grow = [&](std::int64_t bytes, bool charge, std::int64_t& touched) {
-        if (bytes > kAlwaysMapped) {
-            if (charge) touched += bytes;
-            return;
-        }
-        live += bytes;
-        if (live > high) {
-            if (charge) touched += live - high;
-            high = live;
-        }
-    };
-    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
-        const Task& t = plan.tasks[i];
-        const bool compute = t.kind == TaskKind::compute;
-        if (!compute && t.kind != TaskKind::collective) continue;
-        for (const MemoryDelta& d : plan.memory_of(t))
-            if (d.category == MemCategory::gradients && d.bytes > 0) grow(d.bytes, !compute || layers_touch, out[i]);
-        // A pass's fresh output (FSDP's flat gradient, torch.cat of the views'
-        // gradients) is not in the plan's memory: it lives until the unit's
-        // gradient is freed after its reduction.
-        if (compute && t.fresh_output) {
-            grow(t.bytes / 2, true, out[i]);
-            if (t.bytes / 2 <= kAlwaysMapped) transient += t.bytes / 2;
-        }
-        for (const MemoryDelta& d : plan.memory_of(t))
-            if (d.category == MemCategory::gradients && d.bytes < 0) {
-                if (-d.bytes <= kAlwaysMapped) live += d.bytes;
-                live -= transient;
-                transient = 0;
-            }
-        live = std::max<std::int64_t>(live, 0);
-    }
-    return out;
-}
-
-}  // namespace
-
 std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workload& workload) const {
     // Layers repeat across micro-steps: price each layer's phase once.
     const std::size_t nl = workload.layers.size();
@@ -364,9 +300,13 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
     // torch's CPU allocator: gradients come back from the OS each step (Config::host_memory_reuse).
     // A profile's measured layers already paid it for theirs; what the strategy
     // adds (FSDP's flat gradient, its gathered parameters, the reduced shards) they did not.
+    // Buffers the strategy allocates around a collective are reused once glibc's
+    // dynamic threshold has risen, but it stops at 32 MiB (DEFAULT_MMAP_THRESHOLD_MAX,
+    // 64-bit): a larger one is mapped afresh and unmapped at its free every time,
+    // so it pays first touch every time too.
+    constexpr std::int64_t kAlwaysMapped = 32LL << 20;
     const bool fresh = plan.fresh_gradient_pages && cal_->host.first_touch_gbps > 0;
-    const std::vector<std::int64_t> touched =
-        fresh ? fresh_gradient_bytes(plan, workload.profile.empty()) : std::vector<std::int64_t>(plan.tasks.size(), 0);
+    const bool first_touch = fresh && workload.profile.empty();
     const auto touch_ns = [&](std::int64_t bytes) {
         return fresh ? static_cast<double>(bytes) / cal_->host.first_touch_gbps : 0.0;
     };
@@ -380,7 +320,23 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 ns = t.layer >= 0     ? layer_ns(t) + elementwise_ns(t.bytes)
                      : t.fixed_ns > 0 ? static_cast<double>(t.fixed_ns)  // measured in a profile
                                       : pass_ns(t.bytes, t.flops, t.launches, t.phase == Phase::optimizer);
-                ns += touch_ns(touched[i]);
+                if (first_touch)
+                    for (const MemoryDelta& d : plan.memory_of(t))
+                        if (d.category == MemCategory::gradients && d.bytes > 0)
+                            ns += static_cast<double>(d.bytes) / cal_->host.first_touch_gbps;
+                // A pass's fresh output (FSDP's flat gradient) pays first touch at every
+                // size. It sits above the unit's gradients on the heap and is freed last,
+                // after its reduce-scatter, when those and the collective's temporary are
+                // free too: the heap's free top then exceeds glibc's trim threshold
+                // (twice the risen mmap threshold) and goes back to the OS. Measured:
+                // dtsim's executor under --allocator torch faults all 8 of an mlp-8x2048
+                // FULL_SHARD step's 16 MiB flat gradients, every step; torch 2.15 faulted
+                // 32-224 MiB a step in 10 runs, 100 MiB on average, against these
+                // 128 MiB (bench/results/torch_xcheck.md, 2026-11-28). Measured on units
+                // of one size and one micro-step a step: where a larger unit has raised
+                // the threshold further, or no_sync keeps the gradient, glibc may keep
+                // it instead, and this charge is an upper bound.
+                if (t.fresh_output) ns += touch_ns(t.bytes / 2);
                 break;
             case TaskKind::collective: {
                 ns = calls.of({t.collective, t.dtype, t.bytes, t.group}, [&] {
@@ -390,9 +346,9 @@ std::vector<std::int64_t> CostModel::price(const Plan& plan, const models::Workl
                 // Its output, where the strategy allocates it for the call (FSDP's all-gathers and reduce-scatters),
                 // and over gloo the buffer torch's ProcessGroupGloo allocates inside it (`gloo_`).
                 if (!fresh) break;  // GPUs, and allocators that keep memory: nothing to add
-                ns += touch_ns(touched[i]);
                 for (const MemoryDelta& d : plan.memory_of(t))
-                    if (d.category == MemCategory::gathered) ns += fresh_ns(d.bytes);
+                    if (d.category == MemCategory::gradients || d.category == MemCategory::gathered)
+                        ns += fresh_ns(d.bytes);
                 if (gloo_ &&
                     (t.collective == CollectiveKind::allgather || t.collective == CollectiveKind::reduce_scatter))
                     ns += fresh_ns(t.bytes);
