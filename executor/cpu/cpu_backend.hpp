@@ -104,10 +104,9 @@ private:
     void flatten(std::int64_t bytes);
     std::vector<float> flatten_from_, flatten_into_;
     // FSDP's `div_` of a gradient (the plan's compression passes): `elements`
-    // read, multiplied and written in place. The reduction itself divides the
-    // values by the world size, so the factor here is one.
-    void divide_in_place(std::int64_t elements);
-    std::vector<float> divided_;
+    // read, multiplied and written in place, on the calling stream's thread. The
+    // reduction itself divides the values by the world size, so the factor here is one.
+    static void divide_in_place(std::int64_t elements);
     std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);

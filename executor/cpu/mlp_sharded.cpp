@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -278,15 +279,19 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
 namespace {
 volatile float g_flatten_sink = 0;  // keeps the copies
 volatile float g_unit_factor = 1.0f;  // read at run time, so the multiply stays
+std::atomic<float> g_divide_sink{0};  // keeps the divisions (they run on the reductions' stream threads)
 }  // namespace
 
 void MlpTrainer::divide_in_place(std::int64_t elements) {
     const auto n = static_cast<std::size_t>(elements);
     if (n == 0) return;
-    if (divided_.size() < n) divided_.assign(n, 1.0f);
+    // One buffer per stream thread: the predivide and postdivide passes may run
+    // on different streams (HYBRID_SHARD: the shard group's and the all-reduce's).
+    thread_local std::vector<float> divided;
+    if (divided.size() < n) divided.assign(n, 1.0f);
     const float factor = g_unit_factor;
-    for (std::size_t i = 0; i < n; ++i) divided_[i] *= factor;
-    g_flatten_sink = divided_[n / 2];
+    for (std::size_t i = 0; i < n; ++i) divided[i] *= factor;
+    g_divide_sink.store(divided[n / 2], std::memory_order_relaxed);
 }
 
 void MlpTrainer::flatten(std::int64_t bytes) {
