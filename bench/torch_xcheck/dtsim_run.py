@@ -27,6 +27,12 @@ def calibrate(dtsim: str, backend: str, workdir: str, quick: bool) -> dict:
         return json.load(f)
 
 
+def machine_line(busy: str) -> str:
+    """The first words of a table's footer: the machine, its cores, and the compilers running when timing began."""
+    import platform
+    return f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}."
+
+
 def publish(lines: list[str], out: str | None) -> None:
     """Prints the markdown and, with --out, appends it to that file."""
     text = "\n".join(lines) + "\n"

@@ -26,7 +26,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dtsim_run import compilers_running, publish  # noqa: E402
+from dtsim_run import compilers_running, machine_line, publish  # noqa: E402
 from steptime import build_model, spawn_with_retry  # noqa: E402
 
 SHARDINGS = ["FULL_SHARD", "SHARD_GRAD_OP"]
@@ -232,8 +231,8 @@ def main() -> int:
                 f"{t.get('linear forwards', 0.0):.1f} ms in the step against {t['linear forwards warm']:.1f} ms warm "
                 f"right after it ({t.get('linear forwards', 0.0) / t['linear forwards warm']:.2f}x).")
     lines += notes
-    lines += ["", f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
-              f"Calibration: {os.path.basename(a.hardware)}. Run time {time.time() - started:.0f} s."]
+    lines += ["", f"{machine_line(busy)} Calibration: {os.path.basename(a.hardware)}. "
+              f"Run time {time.time() - started:.0f} s."]
     publish(lines, a.out)
     return 0
 

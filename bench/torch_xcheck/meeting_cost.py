@@ -24,13 +24,12 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dtsim_run import compilers_running, publish  # noqa: E402
+from dtsim_run import compilers_running, machine_line, publish  # noqa: E402
 from steptime import spawn_with_retry  # noqa: E402
 
 SEGMENTS = [0, 1, 4]  # GEMMs before the collective; 0: a barrier instead
@@ -103,8 +102,7 @@ def main() -> int:
             what = "a barrier" if segment == 0 else f"{segment} GEMM{'s' if segment > 1 else ''} on its own"
             lines.append(f"| {name} | {what} | {statistics.median(r0):.1f} | {statistics.median(r1):.1f} | "
                          f"{mean:.1f} | {slower:.1f} | {mean - base:+.1f} |")
-    lines += ["", f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
-              f"Run time {time.time() - started:.0f} s."]
+    lines += ["", f"{machine_line(busy)} Run time {time.time() - started:.0f} s."]
     publish(lines, a.out)
     return 0
 
