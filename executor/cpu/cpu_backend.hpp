@@ -54,7 +54,9 @@ public:
     void forward(int micro_step, int layer);
     void backward(int micro_step, int layer);
     // Flattens the bucket's gradients, allreduces (SUM) them, divides by the
-    // world size; copies them back into the gradients unless `keep`.
+    // world size. Unless `keep` (a gradient_copy task copies them back later),
+    // the gradients become views of the reduced bucket, as under
+    // gradient_as_bucket_view: the optimizer reads the bucket, nothing is copied back.
     void reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
     void copy_buckets_back(const std::vector<sim::BucketInfo>& buckets);
     void optimizer_step(sim::OptimizerImpl impl);
@@ -96,6 +98,13 @@ private:
     std::vector<float> grad_out_;           // gradient w.r.t. the current layer's output
     std::vector<float> grad_tmp_;
     std::vector<std::vector<float>> bucket_data_;  // reduced buckets awaiting copy_buckets_back
+    // gradient_as_bucket_view: by parameter, its gradient's view into its reduced
+    // bucket (empty: grads_ holds it), until zero_grad.
+    std::vector<std::span<const float>> grad_views_;
+    void view_buckets(const sim::BucketInfo& bucket);
+    std::span<const float> gradient(std::size_t p) const {
+        return grad_views_[p].empty() ? std::span<const float>(grads_[p]) : grad_views_[p];
+    }
     double loss_ = 0;
     // Sharded strategies' state; null under DDP.
     std::unique_ptr<Sharding> sharding_;

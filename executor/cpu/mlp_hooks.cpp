@@ -227,7 +227,7 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
         }
         bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
         ++b.iteration;
-        if (!keep) copy_buckets_back({bucket});
+        if (!keep) view_buckets(bucket);
     };
 
     if (s.hook != Hook::powersgd) {

@@ -113,6 +113,7 @@ MlpTrainer::MlpTrainer(const models::Workload& w, const sim::Config& config, con
     grad_out_.assign(act, 0.0f);
     grad_tmp_.assign(act, 0.0f);
     bucket_data_.resize(buckets);
+    grad_views_.resize(params_.size());
 }
 
 void MlpTrainer::forward(int micro_step, int layer) {
@@ -193,7 +194,21 @@ void MlpTrainer::reduce_bucket(const sim::BucketInfo& bucket, runtime::Communica
     comm.allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
     const float inv = 1.0f / static_cast<float>(world_);
     for (auto& v : flat) v *= inv;
-    if (!keep) copy_buckets_back({bucket});
+    if (!keep) view_buckets(bucket);
+}
+
+// Reducer::mark_variable_ready_dense under gradient_as_bucket_view: each
+// gradient is a view of its bucket (`grad = bucket_view`), so the reduced
+// values are read in place and finalize_backward copies nothing back.
+void MlpTrainer::view_buckets(const sim::BucketInfo& bucket) {
+    const auto& flat = bucket_data_[static_cast<std::size_t>(bucket.index)];
+    std::size_t offset = 0;
+    for (int p : bucket.params) {
+        const std::size_t n = params_[static_cast<std::size_t>(p)].size();
+        DTSIM_ASSERT(offset + n <= flat.size(), "bucket holds its gradients");
+        grad_views_[static_cast<std::size_t>(p)] = std::span<const float>(flat).subspan(offset, n);
+        offset += n;
+    }
 }
 
 void MlpTrainer::copy_buckets_back(const std::vector<sim::BucketInfo>& buckets) {
@@ -212,17 +227,20 @@ void MlpTrainer::copy_buckets_back(const std::vector<sim::BucketInfo>& buckets) 
 void MlpTrainer::optimizer_step(sim::OptimizerImpl impl) {
     if (!adam_) {
         const auto lr = static_cast<float>(lr_);
-        for (std::size_t p = 0; p < params_.size(); ++p)
-            for (std::size_t i = 0; i < params_[p].size(); ++i) params_[p][i] -= lr * grads_[p][i];
+        for (std::size_t p = 0; p < params_.size(); ++p) {
+            const std::span<const float> g = gradient(p);
+            for (std::size_t i = 0; i < params_[p].size(); ++i) params_[p][i] -= lr * g[i];
+        }
     } else {
         std::vector<AdamTensor> tensors;
         tensors.reserve(params_.size());
         for (std::size_t p = 0; p < params_.size(); ++p)
-            tensors.push_back({params_[p], grads_[p], adam_m_[p], adam_v_[p]});
+            tensors.push_back({params_[p], gradient(p), adam_m_[p], adam_v_[p]});
         adam_step(tensors, ++adam_t_, lr_, impl);
     }
     // zero_grad(set_to_none=True): the next step starts from zero gradients,
     // in memory it keeps, or (fresh_gradients) in memory it hands back, as torch.
+    for (auto& v : grad_views_) v = {};
     for (auto& g : grads_) {
         if (fresh_gradients_)
             std::vector<float>().swap(g);
