@@ -189,6 +189,10 @@ TEST_CASE("2 ranks: fp16/bf16 compression and PowerSGD train within their stated
             const auto over_gloo =
                 train(config_of(world, {{"comm_hook", hook}}, opt), 5, lr, runtime::CommBackend::gloo);
             CHECK(over_gloo.parameters == r.parameters);
+            // gradient_as_bucket_view: the optimizer reads the decompressed bucket itself, not a copy of it.
+            const auto as_view =
+                train(config_of(world, {{"comm_hook", hook}, {"gradient_as_bucket_view", "true"}}, opt), 5, lr);
+            CHECK(as_view.parameters == r.parameters);
         }
     }
     // PowerSGD at ranks 1 and 4: every compressed bucket within a relative Frobenius error below 1 of the averaged
