@@ -12,7 +12,9 @@ script sums, per rank, phase and step, what glibc asked of the kernel:
 - other threads' arenas (gloo's workers, autograd): heap growth (`mprotect` to read-write) and whole heaps
   released (`munmap`), the threads mapped to their rank through `clone`.
 
-Fresh pages a step = brk growth + mmapped chunks + thread-heap growth. dtsim prices the first touch of fresh
+Fresh pages a step = brk growth + mmapped chunks + thread-heap growth. Beside them, each rank's minor page
+faults a step (getrusage, every thread), the ground truth they should account for: a thread heap shrunk by
+`madvise` regrows without a system call, and Python's own allocations fault too. dtsim prices the first touch of fresh
 pages (`host.first_touch_gbps`); this shows which of a step's allocations are fresh, step by step, and so what a
 model of glibc's heap must reproduce. It needs `strace` (Debian's package). Counts, not timings: the machine's
 load does not matter.
@@ -45,7 +47,9 @@ MiB = 1 << 20
 
 
 def mark(text: str) -> None:
-    os.write(2, f"@@MARK {text}\n".encode())
+    """A phase mark for strace, with the process's minor page faults so far (every thread's)."""
+    import resource
+    os.write(2, f"@@MARK {text} {resource.getrusage(resource.RUSAGE_SELF).ru_minflt}\n".encode())
 
 
 def worker(rank: int, world: int, port: int, case: str, steps: int) -> None:
@@ -100,8 +104,9 @@ def run_case(case: str, steps: int, port: int) -> None:
 
 
 SYSCALL = re.compile(r"(\d+)\s+(.*)")
-MARK = re.compile(r'write\(2, "@@MARK r(\d) (\d+) (\w+)')
+MARK = re.compile(r'write\(2, "@@MARK r(\d) (\d+) (\w+) (\d+)')
 CLONE = re.compile(r"(?:clone3?\(|<\.\.\. clone3? resumed).*\)\s+= (\d+)$")
+CLONE_START = re.compile(r"clone3?\(.*<unfinished \.\.\.>$")
 BRK = re.compile(r"brk\((0x[0-9a-f]+|NULL)\)\s+= (0x[0-9a-f]+)")
 MMAP = re.compile(r"mmap\(NULL, (\d+), PROT_READ\|PROT_WRITE, MAP_PRIVATE\|MAP_ANONYMOUS, -1, 0\)\s+= 0x")
 MUNMAP = re.compile(r"munmap\(0x[0-9a-f]+, (\d+)\)\s+= 0")
@@ -113,8 +118,13 @@ def parse(path: str) -> dict:
     rank_of: dict[int, int] = {}
     parent: dict[int, int] = {}
     phase: dict[int, tuple[int, str]] = {}
+    # The break is the process's, not the thread's: a gloo worker that frees a chunk into the main arena
+    # may trim it. So it is followed per process (a thread's process is its creator's; CLONE_THREAD).
+    process: dict[int, int] = {}
+    pending_thread: dict[int, bool] = {}
     brk: dict[int, int] = {}
     out: dict = collections.defaultdict(collections.Counter)
+    faults: dict[tuple[int, int, str], int] = {}
 
     def owner(pid: int) -> int | None:
         for _ in range(64):
@@ -131,27 +141,41 @@ def parse(path: str) -> dict:
             if not m:
                 continue
             pid, rest = int(m.group(1)), m.group(2).rstrip()
+            if CLONE_START.match(rest):
+                pending_thread[pid] = "CLONE_THREAD" in rest
+                continue
             if c := CLONE.match(rest):
-                parent[int(c.group(1))] = pid
+                child = int(c.group(1))
+                parent[child] = pid
+                thread = "CLONE_THREAD" in rest or pending_thread.pop(pid, False)
+                process[child] = process.get(pid, pid) if thread else child
                 continue
             if k := MARK.match(rest):
                 rank_of[pid] = int(k.group(1))
                 phase[int(k.group(1))] = (int(k.group(2)), k.group(3))
+                faults[(int(k.group(1)), int(k.group(2)), k.group(3))] = int(k.group(4))
                 continue
             r = owner(pid)
             key = (r, *phase[r]) if r is not None and r in phase else None
             if b := BRK.match(rest):
-                new = int(b.group(2), 16)
-                if pid in brk and b.group(1) != "NULL" and key:
-                    d = new - brk[pid]
-                    out[key]["brk_grow" if d > 0 else "brk_trim"] += abs(d)
-                brk[pid] = new
+                new, proc = int(b.group(2), 16), process.get(pid, pid)
+                if proc in brk and key:
+                    d = new - brk[proc]
+                    if d:
+                        out[key]["brk_grow" if d > 0 else "brk_trim"] += abs(d)
+                brk[proc] = new
             elif key and (mm := MMAP.match(rest)):
                 out[key]["mmap"] += int(mm.group(1))
             elif key and (mu := MUNMAP.match(rest)):
                 out[key]["munmap"] += int(mu.group(1))
             elif key and (g := GROW.match(rest)) and pid not in rank_of:
                 out[key]["thread_grow"] += int(g.group(1))
+    # Minor faults a step (4 KiB pages, every thread), from one step's first mark to the next's.
+    page = os.sysconf("SC_PAGE_SIZE")
+    for (r, step, ph), n in faults.items():
+        after = faults.get((r, step + 1, "fwd"), faults.get((r, step + 1, "end")))
+        if ph == "fwd" and after is not None:
+            out[(r, step, "fwd")]["faulted"] = (after - n) * page
     return out
 
 
@@ -183,8 +207,8 @@ def main() -> int:
              "MiB a step, steps 2 on; per rank, the step's fresh pages (brk growth + mmapped chunks + other threads' "
              "heap growth) and where they came in; trims are what the main arena handed back.", "",
              "| case | rank | fresh a step, by step (MiB) | mean | in forward | in backward | in optimizer + zero_grad "
-             "| main arena trims a step | chunks mmapped a step |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| main arena trims a step | chunks mmapped a step | page faults a step (MiB, getrusage) |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             log = os.path.join(tmp, f"{case}.strace")
@@ -199,9 +223,10 @@ def main() -> int:
                 by_phase = {p: statistics.mean(fresh(events[(rank, s, p)]) for s in counted) for p in PHASES}
                 trims = statistics.mean(sum(events[(rank, s, p)]["brk_trim"] for p in PHASES) / MiB for s in counted)
                 mapped = statistics.mean(sum(events[(rank, s, p)]["mmap"] for p in PHASES) / MiB for s in counted)
+                faulted = statistics.mean(events[(rank, s, "fwd")]["faulted"] / MiB for s in counted)
                 lines.append(f"| {CASES[case]} | {rank} | {', '.join(f'{v:.0f}' for v in per_step)} | "
                              f"{statistics.mean(per_step):.0f} | {by_phase['fwd']:.0f} | {by_phase['bwd']:.0f} | "
-                             f"{by_phase['opt'] + by_phase['zero']:.0f} | {trims:.0f} | {mapped:.0f} |")
+                             f"{by_phase['opt'] + by_phase['zero']:.0f} | {trims:.0f} | {mapped:.0f} | {faulted:.0f} |")
     lines += ["", machine_line("n/a (counts, not timings)")]
     publish(lines, a.out)
     return 0
