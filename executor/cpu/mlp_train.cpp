@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace dtsim::executor {
 namespace {
@@ -211,15 +212,15 @@ void MlpTrainer::view_buckets(const sim::BucketInfo& bucket) {
     }
 }
 
+// finalize_backward without bucket views: each gradient gets its reduced slice of the bucket.
 void MlpTrainer::copy_buckets_back(const std::vector<sim::BucketInfo>& buckets) {
     for (const auto& bucket : buckets) {
-        const auto& flat = bucket_data_[static_cast<std::size_t>(bucket.index)];
-        std::size_t offset = 0;
+        view_buckets(bucket);
         for (int p : bucket.params) {
             auto& g = grads_[static_cast<std::size_t>(p)];
-            DTSIM_ASSERT(offset + g.size() <= flat.size(), "bucket holds its gradients");
-            std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(offset), g.size(), g.begin());
-            offset += g.size();
+            const auto slice = std::exchange(grad_views_[static_cast<std::size_t>(p)], {});
+            DTSIM_ASSERT(g.size() == slice.size(), "bucket holds its gradients");
+            std::copy(slice.begin(), slice.end(), g.begin());
         }
     }
 }
