@@ -34,6 +34,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtsim_run import machine_line, publish  # noqa: E402
+from steptime import build_model  # noqa: E402
 
 CASES = {
     "ddp": "DDP, bucket_cap_mb 25",
@@ -60,10 +61,7 @@ def worker(rank: int, world: int, port: int, case: str, steps: int) -> None:
     torch.set_num_interop_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(0)
-    layers: list[torch.nn.Module] = []
-    for _ in range(8):
-        layers += [torch.nn.Linear(2048, 2048), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers[:-1])
+    model = build_model(("mlp", 8, 2048))  # steptime.py's mlp-8x2048
     if case.startswith("fsdp"):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
