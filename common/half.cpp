@@ -100,16 +100,43 @@ void float_to_fp16(const float* in, std::uint16_t* out, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) out[i] = fp16_bits(in[i]);
 }
 
+namespace {
+
+// torch's c10::Half conversions as PyPI's x86-64 builds compile them (no F16C:
+// the baseline target), branch-free through float arithmetic: exact round to
+// nearest even, subnormals and infinities included; any NaN becomes 0x7e00.
+float half_to_float_portable(std::uint16_t h) {
+    const std::uint32_t w = std::uint32_t{h} << 16;
+    const std::uint32_t sign = w & 0x80000000u, two_w = w + w;
+    // Normal: the exponent rebased by 2^112 in one multiply; subnormal: the
+    // mantissa placed under 0.5's exponent, 0.5 taken away.
+    const float normal = std::bit_cast<float>((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+    const float subnormal = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+    // Selected by mask, not by branch, so that the sum's loop vectorizes (SSE2), as
+    // torch's must: its fp16 allreduce takes 0.4x the time a scalar loop gives.
+    const std::uint32_t is_subnormal = 0u - static_cast<std::uint32_t>(two_w < (1u << 27));
+    return std::bit_cast<float>(sign | (std::bit_cast<std::uint32_t>(subnormal) & is_subnormal) |
+                                (std::bit_cast<std::uint32_t>(normal) & ~is_subnormal));
+}
+
+std::uint16_t float_to_half_portable(float f) {
+    // Scaled to overflow where fp16 does, then back, so that adding the bias
+    // below rounds the mantissa at fp16's place, to nearest even.
+    float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const std::uint32_t w = std::bit_cast<std::uint32_t>(f), shl1_w = w + w, sign = w & 0x80000000u;
+    const std::uint32_t bias = std::max(shl1_w & 0xff000000u, 0x71000000u);
+    base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(base);
+    const std::uint32_t nonsign = ((bits >> 13) & 0x7c00u) + (bits & 0x0fffu);
+    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(shl1_w > 0xff000000u);
+    return static_cast<std::uint16_t>((sign >> 16) | (0x7e00u & is_nan) | (nonsign & ~is_nan));
+}
+
+}  // namespace
+
 void fp16_sum(std::uint16_t* c, const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
-    constexpr std::size_t kBlock = 256;
-    float x[kBlock], y[kBlock];
-    for (std::size_t at = 0; at < n; at += kBlock) {
-        const std::size_t k = std::min(kBlock, n - at);
-        fp16_to_float(a + at, x, k);
-        fp16_to_float(b + at, y, k);
-        for (std::size_t i = 0; i < k; ++i) x[i] += y[i];
-        float_to_fp16(x, c + at, k);
-    }
+    for (std::size_t i = 0; i < n; ++i)
+        c[i] = float_to_half_portable(half_to_float_portable(a[i]) + half_to_float_portable(b[i]));
 }
 
 }  // namespace dtsim

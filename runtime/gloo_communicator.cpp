@@ -206,11 +206,9 @@ public:
     void allreduce_sum(float* data, std::int64_t count) override {
         worker_.run([&] { allreduce<float>(data, count); });
     }
-    // torch >= 2.8 sums c10::Half, converting each element through float, not
-    // gloo::float16, whose software conversions ran 3x torch's time here. The
-    // sum is dtsim's (F16C conversions: 0.5-0.6x torch's time from 16 MiB,
-    // 0.76-0.87x at 4-8 MiB; bench/results/torch_xcheck.md), one rounding per
-    // element as both do.
+    // torch >= 2.8 sums c10::Half, converting each element through float with
+    // c10's software conversions, not gloo::float16's, which ran 3x torch's
+    // time here; fp16_sum does as torch does, at its pace (common/half.hpp).
     void allreduce_sum(Half* data, std::int64_t count) override {
         worker_.run([&] { allreduce<Half>(data, count, &half_sum); });
     }

@@ -1,6 +1,6 @@
-// The bulk fp16 conversions and the half sum (F16C where the CPU has it) give
-// exactly the scalar conversions' bits, which test_hooks_train checks against
-// IEEE round-to-nearest-even.
+// The bulk fp16 conversions (F16C where the CPU has it) and the half sum (c10::Half's
+// software conversions, as torch's gloo runs it) give exactly the scalar
+// conversions' bits, which test_hooks_train checks against IEEE round-to-nearest-even.
 #include "dtsim/common/half.hpp"
 
 #include <catch2/catch.hpp>
@@ -54,12 +54,31 @@ TEST_CASE("the half sum rounds once per element, in place too") {
         a.push_back(dtsim::fp16_bits(static_cast<float>(i) * 0.37f - 100.0f));
         b.push_back(dtsim::fp16_bits(1.0f / (static_cast<float>(i) + 0.5f)));
     }
+    // Subnormal operands and sums, a subnormal tie, overflow to infinity, infinities and signed zeros.
+    const float edge[][2] = {{0x1.0p-24f, 0x1.0p-24f},
+                             {0x1.8p-20f, -0x1.0p-22f},
+                             {0x1.ffcp-15f, 0x1.0p-24f},
+                             {-0x1.0p-14f, 0x1.0p-24f},
+                             {65504.0f, 32.0f},
+                             {65504.0f, 16.0f},
+                             {-65504.0f, -65504.0f},
+                             {INFINITY, 1.0f},
+                             {-INFINITY, -2.0f},
+                             {0.0f, -0.0f},
+                             {-0.0f, -0.0f},
+                             {0x1.0p-24f, -0x1.0p-24f}};
+    for (const auto& e : edge) {
+        a.push_back(dtsim::fp16_bits(e[0]));
+        b.push_back(dtsim::fp16_bits(e[1]));
+    }
     a.push_back(dtsim::fp16_bits(1.0f));
     b.push_back(dtsim::fp16_bits(0x1.0p-11f));  // 1 + 2^-11: a tie, even
     std::vector<std::uint16_t> c(a.size());
     dtsim::fp16_sum(c.data(), a.data(), b.data(), a.size());
-    for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        INFO(i << ": " << dtsim::fp16_value(a[i]) << " + " << dtsim::fp16_value(b[i]));
         REQUIRE(c[i] == dtsim::fp16_bits(dtsim::fp16_value(a[i]) + dtsim::fp16_value(b[i])));
+    }
     CHECK(c.back() == dtsim::fp16_bits(1.0f));
     dtsim::fp16_sum(a.data(), a.data(), b.data(), a.size());
     CHECK(a == c);

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""Where a DDP step under the fp16 compression hook goes, in torch and in dtsim, part by part, on one calibration.
+
+    .venv/bin/python bench/torch_xcheck/hook_breakdown.py --dtsim build/ci/cli/dtsim --hardware CAL.json
+                                                          [--model 8x2048] [--cap 25] [--steps 12] [--out FILE.md]
+
+CAL.json: a gloo calibration of this machine with torch's GEMM points (steptime.py --keep-calibration). Same model
+and settings as steptime.py's "fp16 hook" and "bucket 25 MiB" cases: nn.Sequential of Linear+ReLU, batch 64 per
+rank, SGD, MSELoss, fp32, 2 ranks over gloo, one intra-op thread, zero_grad(set_to_none=True).
+
+torch runs two hooks, each timed from inside, unprofiled:
+
+- allreduce: torch's own `allreduce_hook` (what DDP runs without a hook), launch to its future done;
+- fp16: the body of torch's `fp16_compress_hook` (`buffer.to(float16).div_(world)`, an async allreduce, a `then`
+  callback that copies the result back into the bucket), with each part timed: the compression on the autograd
+  thread, the allreduce from launch to done, and the callback, with the thread it ran on.
+
+dtsim (`simulate --trace`, rank 0) gives the same parts: its compression passes, its allreduces, its decompress
+passes. torch's figures are medians over the steps after warm-up of the per-step sums, the mean of the two ranks.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dtsim_run import compilers_running, machine_line, publish  # noqa: E402
+from steptime import build_model, spawn_with_retry  # noqa: E402
+
+HOOKS = {"allreduce": "comm_hook=allreduce", "fp16": "comm_hook=fp16_compress"}
+
+
+def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int, cap: int, kind: str, steps: int,
+           out: str) -> None:
+    import resource
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(1)
+    model = DDP(build_model(("mlp", layers, width)), bucket_cap_mb=cap)
+    main_thread = threading.get_ident()
+    acc: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def add(key: str, seconds: float) -> None:
+        with lock:
+            acc[key] = acc.get(key, 0.0) + seconds * 1e3
+
+    sent: list[tuple[int, torch.dtype]] = []  # (elements, dtype) of each allreduce, the last step's
+
+    def allreduce(state, bucket):
+        launched = time.perf_counter()
+        sent.append((bucket.buffer().numel(), bucket.buffer().dtype))
+
+        def done(fut):
+            add("allreduce", time.perf_counter() - launched)
+            return fut.value()[0] if isinstance(fut.value(), list) else fut.value()
+
+        return default_hooks.allreduce_hook(state, bucket).then(done)
+
+    def fp16(state, bucket):
+        # torch's fp16_compress_hook (default_hooks._compress_hook), its parts timed.
+        t0 = time.perf_counter()
+        compressed = bucket.buffer().to(torch.float16).div_(world)
+        t1 = time.perf_counter()
+        sent.append((compressed.numel(), compressed.dtype))
+        add("compress", t1 - t0)
+        fut = dist.all_reduce(compressed, async_op=True).get_future()
+
+        def decompress(fut):
+            t2 = time.perf_counter()
+            add("allreduce", t2 - t1)
+            buffer = bucket.buffer()
+            buffer.copy_(fut.value()[0])
+            add("decompress on the autograd thread" if threading.get_ident() == main_thread else
+                "decompress on another thread", time.perf_counter() - t2)
+            return buffer
+
+        return fut.then(decompress)
+
+    model.register_comm_hook(None, allreduce if kind == "allreduce" else fp16)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loss_fn = torch.nn.MSELoss()
+    x, y = torch.randn(batch, width), torch.randn(batch, width)
+    faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt * 4096 / 2**20  # noqa: E731
+    rows = []
+    for _ in range(steps):
+        dist.barrier()
+        with lock:
+            acc.clear()
+        sent.clear()
+        f0, t0 = faults(), time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        opt.step()
+        t3 = time.perf_counter()
+        with lock:
+            rows.append(dict(acc, step=(t3 - t0) * 1e3, forward=(t1 - t0) * 1e3, backward=(t2 - t1) * 1e3,
+                             optimizer=(t3 - t2) * 1e3, faults=faults() - f0))
+    # The same allreduces alone, in the same processes: a barrier before each, the slower rank's time.
+    alone = 0.0
+    for elements, dtype in list(sent):
+        buf = torch.zeros(elements, dtype=dtype)
+        times = []
+        for _ in range(5):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(buf)
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            times.append(t.item())
+        alone += statistics.median(times) * 1e3
+    for row in rows:
+        row["allreduces alone"] = alone
+    gathered = [None] * world
+    dist.all_gather_object(gathered, rows)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(gathered, f)
+    dist.destroy_process_group()
+
+
+def torch_parts(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
+    keys = sorted({k for rows in ranks_rows for row in rows for k in row})
+    return {k: statistics.fmean(statistics.median(row.get(k, 0.0) for row in rows[warmup:]) for rows in ranks_rows)
+            for k in keys}
+
+
+def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str) -> dict[str, float]:
+    """The same parts from dtsim's trace of rank 0, in ms."""
+    trace = os.path.join(workdir, f"{kind}.json")
+    cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
+           "--gpus-per-node", "2", "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
+           "--strategy", "ddp", "--set", f"bucket_cap_mb={a.cap}", "--set", HOOKS[kind], "--trace", trace,
+           "--format", "json"]
+    step = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"] * 1e3
+    with open(trace) as f:
+        every = [e for e in json.load(f)["traceEvents"] if e.get("pid") == 0]
+    threads = {e["tid"]: e["args"]["name"] for e in every if e.get("ph") == "M" and e["name"] == "thread_name"}
+    events = [e for e in every if e.get("ph") == "X"]
+    ends = lambda es: max((e["ts"] + e["dur"]) / 1e3 for e in es)  # noqa: E731
+    forward_end = ends([e for e in events if e["args"].get("phase") == "forward"])
+    optimizer = [e for e in events if e["args"].get("phase") == "optimizer"]
+    backward_end = min(e["ts"] for e in optimizer) / 1e3 if optimizer else step
+    out = {"step": step, "forward": forward_end, "backward": backward_end - forward_end,
+           "optimizer": step - backward_end}
+    for e in events:
+        name, phase = e["name"], e["args"].get("phase")
+        key = ("allreduce" if name.startswith("allreduce") else
+               ("decompress" if threads.get(e["tid"]) == "comm_hook" else "compress")
+               if phase == "compression" else None)
+        if key:
+            out[key] = out.get(key, 0.0) + e["dur"] / 1e3
+        if key == "allreduce":
+            out["allreduces alone"] = out.get("allreduces alone", 0.0) + e["args"].get("standalone_ns", 0) / 1e6
+    return out
+
+
+PARTS = [("forward", "forward"), ("backward", "backward (ends when the last callback has run)"),
+         ("compress", "compression: cast and division, autograd thread"),
+         ("allreduce", "allreduces, launch to done (summed)"),
+         ("allreduces alone", "the same allreduces alone (torch: timed after the steps; dtsim: its calibration)"),
+         ("decompress on the autograd thread", "decompress callbacks, autograd thread"),
+         ("decompress on another thread", "decompress callbacks, gloo's thread"),
+         ("decompress", "decompress passes (dtsim)"), ("optimizer", "optimizer step"), ("step", "step")]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtsim", required=True, help="a built dtsim")
+    ap.add_argument("--hardware", required=True, help="the calibration dtsim simulates with (steptime.py's "
+                                                      "--keep-calibration)")
+    ap.add_argument("--model", default="8x2048", help="LxW of the MLP (8x2048)")
+    ap.add_argument("--cap", type=int, default=25, help="bucket_cap_mb (25)")
+    ap.add_argument("--batch", type=int, default=64, help="samples per rank (64)")
+    ap.add_argument("--steps", type=int, default=12, help="steps a run (12; the first 4 are warm-up)")
+    ap.add_argument("--out", help="append the tables to this markdown file")
+    a = ap.parse_args()
+    try:
+        a.layers, a.width = (int(v) for v in a.model.split("x"))
+    except ValueError:
+        print(f"hook_breakdown.py: --model {a.model!r}: expected LxW, for example 8x2048", file=sys.stderr)
+        return 2
+    if a.steps < 6:
+        print("hook_breakdown.py: --steps must be at least 6 (4 are warm-up)", file=sys.stderr)
+        return 2
+    for path, what in ((a.dtsim, "an executable dtsim"), (a.hardware, "a calibration file")):
+        if not os.path.exists(path):
+            print(f"hook_breakdown.py: {path} is not {what}", file=sys.stderr)
+            return 2
+    started, busy = time.time(), compilers_running()
+    import torch
+
+    lines = [f"### {datetime.date.today()}: where a DDP step under the fp16 hook goes, torch {torch.__version__} "
+             f"against dtsim (mlp-{a.model}, bucket_cap_mb {a.cap}, batch {a.batch} per rank, 2 ranks, gloo)", "",
+             "| part | torch allreduce hook (ms) | dtsim (ms) | torch fp16 hook (ms) | dtsim (ms) |",
+             "|---|---:|---:|---:|---:|"]
+    parts = {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for kind in HOOKS:
+            print(f"torch: {kind} hook", file=sys.stderr)
+            rows = spawn_with_retry(worker, (a.layers, a.width, a.batch, a.cap, kind, a.steps), 2, "rows.json")
+            parts[kind] = (torch_parts(rows, 4), dtsim_parts(a.dtsim, a.hardware, a, kind, workdir))
+    cell = lambda d, k: f"{d[k]:.1f}" if k in d else "-"  # noqa: E731
+    for key, label in PARTS:
+        (ta, da), (tf, df) = parts["allreduce"], parts["fp16"]
+        if not any(key in d for d in (ta, da, tf, df)):
+            continue
+        lines.append(f"| {label} | {cell(ta, key)} | {cell(da, key)} | {cell(tf, key)} | {cell(df, key)} |")
+    lines += ["", f"torch's page faults a step: {parts['allreduce'][0]['faults']:.0f} MiB under the allreduce hook, "
+              f"{parts['fp16'][0]['faults']:.0f} MiB under fp16.",
+              "", f"{machine_line(busy)} Calibration: {os.path.basename(a.hardware)}. "
+              f"Run time {time.time() - started:.0f} s."]
+    publish(lines, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
