@@ -127,8 +127,21 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             times.append(t.item())
         alone += statistics.median(times) * 1e3
+    # The fp16 hook's compression alone: each bucket's cast and division, after the steps.
+    compress_alone = 0.0
+    if kind == "fp16":
+        for elements, _ in list(sent):
+            buf = torch.randn(elements)
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                buf.to(torch.float16).div_(world)
+                times.append(time.perf_counter() - t0)
+            compress_alone += statistics.median(times) * 1e3
     for row in rows:
         row["allreduces alone"] = alone
+        if kind == "fp16":
+            row["compress alone"] = compress_alone
     gathered = [None] * world
     dist.all_gather_object(gathered, rows)
     if rank == 0:
@@ -168,6 +181,8 @@ def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str) -> dict[s
                if phase == "compression" else None)
         if key:
             out[key] = out.get(key, 0.0) + e["dur"] / 1e3
+        if key == "compress":
+            out["compress alone"] = out.get("compress alone", 0.0) + e["args"].get("standalone_ns", 0) / 1e6
         if key == "allreduce":
             out["allreduces alone"] = out.get("allreduces alone", 0.0) + e["args"].get("standalone_ns", 0) / 1e6
     return out
@@ -175,6 +190,7 @@ def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str) -> dict[s
 
 PARTS = [("forward", "forward"), ("backward", "backward (ends when the last callback has run)"),
          ("compress", "compression: cast and division, autograd thread"),
+         ("compress alone", "the same compression alone (torch: after the steps; dtsim: its price alone)"),
          ("allreduce", "allreduces, launch to done (summed)"),
          ("allreduces alone", "the same allreduces alone (torch: timed after the steps; dtsim: its calibration)"),
          ("decompress on the autograd thread", "decompress callbacks, autograd thread"),

@@ -225,7 +225,10 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
             diag.compression_error.push_back(norm > 0 ? frobenius(flat, b.avg_in) / norm : 0.0);
             b.avg_in.clear();
         }
-        bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
+        // The hook's result becomes the bucket (torch's future returns the
+        // bucket's own buffer): swapped in, not copied. `flat` is refilled by
+        // the bucket's next gather and not read before it.
+        bucket_data_[static_cast<std::size_t>(bucket.index)].swap(flat);
         ++b.iteration;
         if (!keep) view_buckets(bucket);
     };
@@ -234,15 +237,20 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
         gather();
         DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
         if (s.hook == Hook::fp16) {
-            // buffer.to(half).div_(world), each rounding to half, pass by pass
-            // over the buffer as torch runs them; the bulk (F16C) conversions
-            // give the scalar ones' bits at vector speed.
+            // buffer.to(half), then div_(world) on the half tensor (in float,
+            // rounded back to half), pass by pass as torch runs them; the bulk
+            // (F16C) conversions give the scalar ones' bits at vector speed.
             auto& h = b.half;
             h.resize(flat.size());
             float_to_fp16(flat.data(), h.data(), flat.size());
-            fp16_to_float(h.data(), flat.data(), flat.size());
-            for (auto& v : flat) v /= static_cast<float>(world);
-            float_to_fp16(flat.data(), h.data(), flat.size());
+            constexpr std::size_t kBlock = 1024;  // the division's pass: a block at a time, in cache
+            float block[kBlock];
+            for (std::size_t at = 0; at < h.size(); at += kBlock) {
+                const std::size_t n = std::min(kBlock, h.size() - at);
+                fp16_to_float(h.data() + at, block, n);
+                for (std::size_t i = 0; i < n; ++i) block[i] /= static_cast<float>(world);
+                float_to_fp16(block, h.data() + at, n);
+            }
             if (!h.empty()) comm.allreduce_sum(h.data(), static_cast<std::int64_t>(h.size()));
             fp16_to_float(h.data(), flat.data(), flat.size());  // decompress: into fp32
         } else {
@@ -261,8 +269,10 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
             if (b.collectives == 1) DTSIM_ASSERT(t.bytes == b.elements * 4, "the warm-up allreduce moves the bucket");
             for (auto& v : flat) v /= static_cast<float>(world);
             allreduce(flat, comm);
-            bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
             if (b.collectives == 1) return finish();
+            // The plan's later collectives of the bucket finish it (swapping
+            // `flat` in); till then the bucket holds the result too.
+            bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
             // A plan priced for compressed steps: its other two collectives move nothing this step.
             return;
         }
