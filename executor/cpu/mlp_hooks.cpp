@@ -242,15 +242,7 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
             // (F16C) conversions give the scalar ones' bits at vector speed.
             auto& h = b.half;
             h.resize(flat.size());
-            float_to_fp16(flat.data(), h.data(), flat.size());
-            constexpr std::size_t kBlock = 1024;  // the division's pass: a block at a time, in cache
-            float block[kBlock];
-            for (std::size_t at = 0; at < h.size(); at += kBlock) {
-                const std::size_t n = std::min(kBlock, h.size() - at);
-                fp16_to_float(h.data() + at, block, n);
-                for (std::size_t i = 0; i < n; ++i) block[i] /= static_cast<float>(world);
-                float_to_fp16(block, h.data() + at, n);
-            }
+            fp16_compress(flat.data(), h.data(), flat.size(), static_cast<float>(world));
             if (!h.empty()) comm.allreduce_sum(h.data(), static_cast<std::int64_t>(h.size()));
             fp16_to_float(h.data(), flat.data(), flat.size());  // decompress: into fp32
         } else {

@@ -83,3 +83,20 @@ TEST_CASE("the half sum rounds once per element, in place too") {
     dtsim::fp16_sum(a.data(), a.data(), b.data(), a.size());
     CHECK(a == c);
 }
+
+TEST_CASE("the fp16 hook's compression rounds to half, divides in float and rounds again") {
+    std::vector<float> in;
+    for (std::uint32_t i = 0; i < 3000; ++i) in.push_back((static_cast<float>(i) - 1500.0f) * 0.0137f);
+    // Halving the smallest subnormals (ties to even), values that round up to the next binade, overflow, signed zeros.
+    for (const float f : {0x1.0p-24f, 0x1.8p-23f, -0x1.0p-24f, 0x1.ffcp-15f, 65504.0f, 65520.0f, 1e6f, 0.0f, -0.0f,
+                          INFINITY, 1.0f + 0x1.0p-11f, 3.0f + 0x1.8p-10f})
+        in.push_back(f);
+    for (const float divisor : {2.0f, 3.0f, 8.0f}) {
+        std::vector<std::uint16_t> out(in.size());
+        dtsim::fp16_compress(in.data(), out.data(), in.size(), divisor);
+        for (std::size_t i = 0; i < in.size(); ++i) {
+            INFO(in[i] << " / " << divisor);
+            REQUIRE(out[i] == dtsim::fp16_bits(dtsim::fp16_value(dtsim::fp16_bits(in[i])) / divisor));
+        }
+    }
+}
