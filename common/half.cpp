@@ -116,7 +116,8 @@ namespace {
 
 // torch's c10::Half conversions as PyPI's x86-64 builds compile them (no F16C:
 // the baseline target), branch-free through float arithmetic: exact round to
-// nearest even, subnormals and infinities included; any NaN becomes 0x7e00.
+// nearest even, subnormals and infinities included; a NaN becomes the quiet
+// NaN of its sign.
 float half_to_float_portable(std::uint16_t h) {
     const std::uint32_t w = std::uint32_t{h} << 16;
     const std::uint32_t sign = w & 0x80000000u, two_w = w + w;

@@ -1,5 +1,5 @@
-"""What collectives.py, steptime.py and from_trace.py share: running dtsim's calibration, summarising errors
-and bucket rankings, and publishing a table."""
+"""What collectives.py, steptime.py, from_trace.py and the breakdown scripts share: running dtsim's calibration and
+its simulated step, summarising errors, bucket rankings and per-rank step figures, and publishing a table."""
 from __future__ import annotations
 
 import json
@@ -25,6 +25,31 @@ def calibrate(dtsim: str, backend: str, workdir: str, quick: bool) -> dict:
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     with open(out) as f:
         return json.load(f)
+
+
+def simulated_step(cmd: list[str], trace: str) -> tuple[dict[str, float], list[dict], dict[int, str]]:
+    """Runs `dtsim simulate` (CMD, which must not name --trace or --format) with a trace of rank 0 written to TRACE.
+    Returns the step's phases in ms (step, forward, backward, optimizer; backward ends where the optimizer starts),
+    rank 0's complete events, and its streams' names by thread id."""
+    out = subprocess.run(cmd + ["--trace", trace, "--format", "json"], check=True, capture_output=True, text=True)
+    step = json.loads(out.stdout)["step_time_s"] * 1e3
+    with open(trace) as f:
+        every = [e for e in json.load(f)["traceEvents"] if e.get("pid") == 0]
+    threads = {e["tid"]: e["args"]["name"] for e in every if e.get("ph") == "M" and e["name"] == "thread_name"}
+    events = [e for e in every if e.get("ph") == "X"]
+    forward_end = max((e["ts"] + e["dur"]) / 1e3 for e in events if e["args"].get("phase") == "forward")
+    optimizer = [e["ts"] / 1e3 for e in events if e["args"].get("phase") == "optimizer"]
+    backward_end = min(optimizer) if optimizer else step
+    phases = {"step": step, "forward": forward_end, "backward": backward_end - forward_end,
+              "optimizer": step - backward_end}
+    return phases, events, threads
+
+
+def rank_medians(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
+    """Each figure's median over the steps after WARMUP, per rank, then the ranks' mean (a figure a step lacks is 0)."""
+    keys = sorted({k for rows in ranks_rows for row in rows for k in row})
+    return {k: statistics.fmean(statistics.median(row.get(k, 0.0) for row in rows[warmup:]) for rows in ranks_rows)
+            for k in keys}
 
 
 def machine_line(busy: str) -> str:

@@ -26,14 +26,12 @@ import argparse
 import datetime
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dtsim_run import compilers_running, machine_line, publish  # noqa: E402
+from dtsim_run import compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
 from steptime import build_model, spawn_with_retry  # noqa: E402
 
 SHARDINGS = ["FULL_SHARD", "SHARD_GRAD_OP"]
@@ -140,10 +138,7 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
 
 def torch_parts(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
     """Each figure's median over the steps after warm-up, per rank, then the ranks' mean."""
-    keys = sorted({k for rows in ranks_rows for row in rows for k in row})
-    out = {}
-    for k in keys:
-        out[k] = statistics.fmean(statistics.median(row.get(k, 0.0) for row in rows[warmup:]) for rows in ranks_rows)
+    out = rank_medians(ranks_rows, warmup)
     out["forward rest"] = out["forward"] - out.get("forward all-gathers", 0.0)
     out["backward rest"] = out["backward"] - out.get("backward all-gathers", 0.0) - out.get(
         "backward reduce-scatters", 0.0)
@@ -152,26 +147,17 @@ def torch_parts(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
 
 def dtsim_parts(dtsim: str, hardware: str, a, sharding: str, workdir: str) -> dict[str, float]:
     """The same parts from dtsim's trace of one rank (pid 0), in ms."""
-    trace = os.path.join(workdir, f"{sharding}.json")
     cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
            "--gpus-per-node", "2", "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
            "--strategy", "fsdp", "--set", f"sharding_strategy={sharding}", "--set", "auto_wrap_policy=size",
-           "--set", f"min_num_params={a.width * a.width}", "--trace", trace, "--format", "json"]
-    step = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"] * 1e3
-    with open(trace) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("pid") == 0]
-    ends = lambda es: max((e["ts"] + e["dur"]) / 1e3 for e in es)  # noqa: E731
-    forward_end = ends([e for e in events if e["args"].get("phase") == "forward"])
-    optimizer = [e for e in events if e["args"].get("phase") == "optimizer"]
-    backward_end = min(e["ts"] for e in optimizer) / 1e3 if optimizer else step
-    out = {"step": step, "forward": forward_end, "backward": backward_end - forward_end,
-           "optimizer": step - backward_end}
+           "--set", f"min_num_params={a.width * a.width}"]
+    out, events, _ = simulated_step(cmd, os.path.join(workdir, f"{sharding}.json"))
     for e in events:
         name = e["name"]
         kind = ("all-gathers" if name.startswith("allgather") else
                 "reduce-scatters" if name.startswith("reduce_scatter") else None)
         if kind:
-            where = "forward" if e["ts"] / 1e3 < forward_end else "backward"
+            where = "forward" if e["ts"] / 1e3 < out["forward"] else "backward"
             out[f"{where} {kind}"] = out.get(f"{where} {kind}", 0.0) + e["dur"] / 1e3
     out["forward rest"] = out["forward"] - out.get("forward all-gathers", 0.0)
     out["backward rest"] = out["backward"] - out.get("backward all-gathers", 0.0) - out.get(

@@ -25,14 +25,13 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dtsim_run import compilers_running, machine_line, publish  # noqa: E402
+from dtsim_run import compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
 from steptime import build_model, spawn_with_retry  # noqa: E402
 
 HOOKS = {"allreduce": "comm_hook=allreduce", "fp16": "comm_hook=fp16_compress"}
@@ -68,7 +67,7 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
 
         def done(fut):
             add("allreduce", time.perf_counter() - launched)
-            return fut.value()[0] if isinstance(fut.value(), list) else fut.value()
+            return fut.value()
 
         return default_hooks.allreduce_hook(state, bucket).then(done)
 
@@ -114,34 +113,32 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
         with lock:
             rows.append(dict(acc, step=(t3 - t0) * 1e3, forward=(t1 - t0) * 1e3, backward=(t2 - t1) * 1e3,
                              optimizer=(t3 - t2) * 1e3, faults=faults() - f0))
-    # The same allreduces alone, in the same processes: a barrier before each, the slower rank's time.
-    alone = 0.0
-    for elements, dtype in list(sent):
-        buf = torch.zeros(elements, dtype=dtype)
-        times = []
-        for _ in range(5):
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(buf)
-            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            times.append(t.item())
-        alone += statistics.median(times) * 1e3
-    # The fp16 hook's compression alone: each bucket's cast and division, after the steps.
-    compress_alone = 0.0
-    if kind == "fp16":
-        for elements, _ in list(sent):
-            buf = torch.randn(elements)
-            times = []
+    # The same allreduces and compressions alone, in the same processes: each distinct size once (a barrier before
+    # each allreduce, the slower rank's time), summed over the step's buckets.
+    alone_ms: dict[tuple[int, torch.dtype], float] = {}
+    compress_ms: dict[int, float] = {}
+    for elements, dtype in sent:
+        if (elements, dtype) not in alone_ms:
+            buf, times = torch.zeros(elements, dtype=dtype), []
+            for _ in range(5):
+                dist.barrier()
+                t0 = time.perf_counter()
+                dist.all_reduce(buf)
+                t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                times.append(t.item())
+            alone_ms[elements, dtype] = statistics.median(times) * 1e3
+        if kind == "fp16" and elements not in compress_ms:
+            buf, times = torch.randn(elements), []
             for _ in range(5):
                 t0 = time.perf_counter()
                 buf.to(torch.float16).div_(world)
                 times.append(time.perf_counter() - t0)
-            compress_alone += statistics.median(times) * 1e3
+            compress_ms[elements] = statistics.median(times) * 1e3
     for row in rows:
-        row["allreduces alone"] = alone
+        row["allreduces alone"] = sum(alone_ms[s] for s in sent)
         if kind == "fp16":
-            row["compress alone"] = compress_alone
+            row["compress alone"] = sum(compress_ms[n] for n, _ in sent)
     gathered = [None] * world
     dist.all_gather_object(gathered, rows)
     if rank == 0:
@@ -150,41 +147,23 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
     dist.destroy_process_group()
 
 
-def torch_parts(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
-    keys = sorted({k for rows in ranks_rows for row in rows for k in row})
-    return {k: statistics.fmean(statistics.median(row.get(k, 0.0) for row in rows[warmup:]) for rows in ranks_rows)
-            for k in keys}
-
-
 def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str) -> dict[str, float]:
-    """The same parts from dtsim's trace of rank 0, in ms."""
-    trace = os.path.join(workdir, f"{kind}.json")
+    """The same parts from dtsim's trace of rank 0, in ms; "alone" figures are the tasks' standalone prices."""
     cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
            "--gpus-per-node", "2", "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
-           "--strategy", "ddp", "--set", f"bucket_cap_mb={a.cap}", "--set", HOOKS[kind], "--trace", trace,
-           "--format", "json"]
-    step = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["step_time_s"] * 1e3
-    with open(trace) as f:
-        every = [e for e in json.load(f)["traceEvents"] if e.get("pid") == 0]
-    threads = {e["tid"]: e["args"]["name"] for e in every if e.get("ph") == "M" and e["name"] == "thread_name"}
-    events = [e for e in every if e.get("ph") == "X"]
-    ends = lambda es: max((e["ts"] + e["dur"]) / 1e3 for e in es)  # noqa: E731
-    forward_end = ends([e for e in events if e["args"].get("phase") == "forward"])
-    optimizer = [e for e in events if e["args"].get("phase") == "optimizer"]
-    backward_end = min(e["ts"] for e in optimizer) / 1e3 if optimizer else step
-    out = {"step": step, "forward": forward_end, "backward": backward_end - forward_end,
-           "optimizer": step - backward_end}
+           "--strategy", "ddp", "--set", f"bucket_cap_mb={a.cap}", "--set", HOOKS[kind]]
+    out, events, threads = simulated_step(cmd, os.path.join(workdir, f"{kind}.json"))
     for e in events:
-        name, phase = e["name"], e["args"].get("phase")
-        key = ("allreduce" if name.startswith("allreduce") else
-               ("decompress" if threads.get(e["tid"]) == "comm_hook" else "compress")
-               if phase == "compression" else None)
-        if key:
-            out[key] = out.get(key, 0.0) + e["dur"] / 1e3
-        if key == "compress":
-            out["compress alone"] = out.get("compress alone", 0.0) + e["args"].get("standalone_ns", 0) / 1e6
-        if key == "allreduce":
-            out["allreduces alone"] = out.get("allreduces alone", 0.0) + e["args"].get("standalone_ns", 0) / 1e6
+        if e["name"].startswith("allreduce"):
+            key = "allreduce"
+        elif e["args"].get("phase") == "compression":  # the decompress passes run on the hook's callback stream
+            key = "decompress" if threads.get(e["tid"]) == "comm_hook" else "compress"
+        else:
+            continue
+        out[key] = out.get(key, 0.0) + e["dur"] / 1e3
+        if key != "decompress":
+            alone = f"{'allreduces' if key == 'allreduce' else key} alone"
+            out[alone] = out.get(alone, 0.0) + e["args"].get("standalone_ns", 0) / 1e6
     return out
 
 
@@ -233,7 +212,7 @@ def main() -> int:
         for kind in HOOKS:
             print(f"torch: {kind} hook", file=sys.stderr)
             rows = spawn_with_retry(worker, (a.layers, a.width, a.batch, a.cap, kind, a.steps), 2, "rows.json")
-            parts[kind] = (torch_parts(rows, 4), dtsim_parts(a.dtsim, a.hardware, a, kind, workdir))
+            parts[kind] = (rank_medians(rows, 4), dtsim_parts(a.dtsim, a.hardware, a, kind, workdir))
     cell = lambda d, k: f"{d[k]:.1f}" if k in d else "-"  # noqa: E731
     for key, label in PARTS:
         (ta, da), (tf, df) = parts["allreduce"], parts["fp16"]

@@ -237,9 +237,7 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
         gather();
         DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
         if (s.hook == Hook::fp16) {
-            // buffer.to(half), then div_(world) on the half tensor (in float,
-            // rounded back to half), pass by pass as torch runs them; the bulk
-            // (F16C) conversions give the scalar ones' bits at vector speed.
+            // buffer.to(half).div_(world), in torch's two passes (common/half.hpp).
             auto& h = b.half;
             h.resize(flat.size());
             fp16_compress(flat.data(), h.data(), flat.size(), static_cast<float>(world));
@@ -262,10 +260,8 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
             for (auto& v : flat) v /= static_cast<float>(world);
             allreduce(flat, comm);
             if (b.collectives == 1) return finish();
-            // The plan's later collectives of the bucket finish it (swapping
-            // `flat` in); till then the bucket holds the result too.
-            bucket_data_[static_cast<std::size_t>(bucket.index)] = flat;
-            // A plan priced for compressed steps: its other two collectives move nothing this step.
+            // A plan priced for compressed steps: its other two collectives move
+            // nothing this step, and the last of them finishes the bucket.
             return;
         }
         if (s.error_feedback) {

@@ -84,6 +84,18 @@ TEST_CASE("the half sum rounds once per element, in place too") {
     CHECK(a == c);
 }
 
+TEST_CASE("the half sum gives back every half value plus negative zero, NaNs as the quiet NaN of their sign") {
+    // Every one of the 65536 values through both of the sum's conversions: x + (-0) is x exactly, -0 + -0 is -0.
+    std::vector<std::uint16_t> all(1u << 16), minus_zero(all.size(), 0x8000u), c(all.size());
+    for (std::uint32_t h = 0; h < all.size(); ++h) all[h] = static_cast<std::uint16_t>(h);
+    dtsim::fp16_sum(c.data(), all.data(), minus_zero.data(), all.size());
+    for (std::uint32_t h = 0; h < all.size(); ++h) {
+        INFO("0x" << std::hex << h);
+        const bool nan = (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0;
+        REQUIRE(c[h] == (nan ? ((h & 0x8000u) | 0x7e00u) : h));
+    }
+}
+
 TEST_CASE("the fp16 hook's compression rounds to half, divides in float and rounds again") {
     std::vector<float> in;
     for (std::uint32_t i = 0; i < 3000; ++i) in.push_back((static_cast<float>(i) - 1500.0f) * 0.0137f);

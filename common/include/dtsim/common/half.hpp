@@ -25,11 +25,12 @@ void float_to_fp16(const float* in, std::uint16_t* out, std::size_t n);
 // rounded to half, in two passes over the buffer as torch runs them.
 void fp16_compress(const float* in, std::uint16_t* out, std::size_t n, float divisor);
 // c[i] = fp16(a[i] + b[i]) in float, one rounding per element (c may alias a
-// or b; a NaN comes out as 0x7e00). The sum torch's ProcessGroupGloo runs on
-// Half tensors (torch >= 2.8: gloo::sum<c10::Half>), at its pace: element by
-// element through c10::Half's software conversions (PyPI's x86-64 torch builds
-// that file without F16C), in a loop the compiler vectorizes. Bulk F16C conversions summed in 0.5-0.6x torch's
-// time, which priced the fp16 hook's allreduces 35 % below torch's
+// or b; a NaN comes out as the quiet NaN of its sign, 0x7e00 or 0xfe00). The
+// sum torch's ProcessGroupGloo runs on Half tensors (torch >= 2.8:
+// gloo::sum<c10::Half>), at its pace: element by element through c10::Half's
+// software conversions (PyPI's x86-64 torch builds that file without F16C),
+// in a loop the compiler vectorizes. Bulk F16C conversions summed in 0.5-0.6x
+// torch's time, which priced the fp16 hook's allreduces 35 % below torch's
 // (bench/results/torch_xcheck.md, stop 41).
 void fp16_sum(std::uint16_t* c, const std::uint16_t* a, const std::uint16_t* b, std::size_t n);
 
