@@ -373,6 +373,7 @@ private:
             throw std::runtime_error("another stream failed");
         if (trainer_) {
             if (trainer_->run_sharded(index, comm)) return;
+            if (trainer_->run_hook_pass(index, has_gradient_copy_)) return;
             if (t.kind == TaskKind::compute && t.layer >= 0) {
                 if (t.phase == Phase::backward)
                     trainer_->backward(t.micro_step, t.layer);

@@ -82,6 +82,12 @@ public:
     // the hook's part of the bucket's reduction that `t` carries (its bytes are
     // checked against the real buffer).
     void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
+    // Runs the hook's part of plan task `task` and returns true when it is one
+    // of the hook's compression passes (the fp16/bf16 cast before a bucket's
+    // allreduce, on the compute stream, and its decompress after it, on the
+    // callback stream, as torch runs them; PowerSGD's passes run inside its
+    // collectives' tasks, so here they run nothing); false for any other task.
+    bool run_hook_pass(int task, bool keep);
     struct HookState;  // opaque: mlp_hooks.cpp
 
 private:
@@ -117,6 +123,9 @@ private:
     // reduction itself divides the values by the world size, so the factor here is one.
     static void divide_in_place(std::int64_t elements);
     std::shared_ptr<HookState> hook_;  // null: DDP's default allreduce
+    void hook_gather(const sim::BucketInfo& bucket);
+    void hook_finish(const sim::BucketInfo& bucket, bool keep);
+    void exact_average(int bucket, runtime::Communicator& comm);
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);
 };

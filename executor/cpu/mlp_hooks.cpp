@@ -14,7 +14,12 @@
 //    warm start as powerSGD_hook. Iterations before start_powerSGD_iter (the
 //    executor's step + 1 is the iteration) run the vanilla allreduce.
 // The plan's collectives of each bucket carry the bytes: every buffer sent
-// must equal its collective's bytes.
+// must equal its collective's bytes. Each part runs on the thread torch runs
+// it on: fp16/bf16's gather and cast in the plan's cast pass (the autograd
+// thread's hook body), the allreduce in the bucket's collective, the copy back
+// in its decompress pass (the future's callback). PowerSGD's math runs in its
+// collectives' tasks; its compression passes run nothing, so that no pass is
+// both replayed and computed.
 #include "cpu_backend.hpp"
 
 #include "dtsim/common/error.hpp"
@@ -114,11 +119,65 @@ struct MlpTrainer::HookState {
         std::vector<float> flat, input_cp, error, raw, avg_in;
         std::vector<runtime::Half> half;  // fp16_compress: the bucket as sent
     };
+    // The plan's compression passes, by task: the fp16/bf16 hook's cast (on
+    // the compute stream, before the bucket's allreduce) and decompress (on
+    // the callback stream, after it) run their real part there; PowerSGD's
+    // run inside its collectives' tasks, so its passes run nothing.
+    enum class Pass : std::uint8_t { none, cast, decompress, in_collective };
     Hook hook = Hook::fp16;
     std::int64_t start = 1000;
     bool error_feedback = true, warm_start = true;
     std::vector<Bucket> buckets;
+    std::vector<sim::BucketInfo> infos;  // the plan's, by index
+    std::vector<Pass> pass;              // by plan task
+    std::vector<int> pass_bucket;        // by plan task: the bucket a cast or decompress is of
 };
+
+namespace {
+
+// Which plan task is which of the hook's passes (HookState::pass). Only
+// buckets that are reduced have passes to run.
+void map_hook_passes(const sim::Plan& plan, MlpTrainer::HookState& s) {
+    using Pass = MlpTrainer::HookState::Pass;
+    const auto n = plan.tasks.size();
+    s.pass.assign(n, Pass::none);
+    s.pass_bucket.assign(n, -1);
+    const auto compressed = [&](std::int32_t i) {
+        const sim::Task& t = plan.tasks[static_cast<std::size_t>(i)];
+        return t.kind == sim::TaskKind::collective && t.bucket >= 0 && t.role == sim::CollectiveRole::compressed;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        const sim::Task& t = plan.tasks[i];
+        if (t.kind != sim::TaskKind::compute || t.phase != sim::Phase::compression) continue;
+        if (s.hook == Hook::powersgd) {
+            s.pass[i] = Pass::in_collective;
+            continue;
+        }
+        for (std::int32_t d : plan.deps_of(t))
+            if (compressed(d)) {  // after the allreduce: decompress
+                s.pass[i] = Pass::decompress;
+                s.pass_bucket[i] = plan.tasks[static_cast<std::size_t>(d)].bucket;
+            }
+    }
+    if (s.hook == Hook::powersgd) return;
+    for (std::size_t i = 0; i < n; ++i)
+        if (compressed(static_cast<std::int32_t>(i)))
+            for (std::int32_t d : plan.deps_of(plan.tasks[i]))
+                if (plan.tasks[static_cast<std::size_t>(d)].phase == sim::Phase::compression) {  // before it: cast
+                    s.pass[static_cast<std::size_t>(d)] = Pass::cast;
+                    s.pass_bucket[static_cast<std::size_t>(d)] = plan.tasks[i].bucket;
+                }
+    std::vector<int> casts(s.buckets.size(), 0), decompressions(s.buckets.size(), 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (s.pass[i] == Pass::cast) ++casts[static_cast<std::size_t>(s.pass_bucket[i])];
+        if (s.pass[i] == Pass::decompress) ++decompressions[static_cast<std::size_t>(s.pass_bucket[i])];
+    }
+    for (std::size_t b = 0; b < s.buckets.size(); ++b)
+        DTSIM_ASSERT(s.buckets[b].collectives == 0 || (casts[b] == 1 && decompressions[b] == 1),
+                     "a compressed bucket has one cast before its allreduce and one decompress after it");
+}
+
+}  // namespace
 
 void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload& w, int steps) {
     const sim::CommHookSpec& spec = plan.hook;
@@ -187,7 +246,75 @@ void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload&
         DTSIM_ASSERT(hb.collectives == expect || (s->hook == Hook::powersgd && hb.collectives == 1),
                      "the hook's collectives per bucket");
     }
+    s->infos = plan.buckets;
+    map_hook_passes(plan, *s);
     hook_ = std::move(s);
+}
+
+// The bucket's gradients, concatenated into its flat buffer.
+void MlpTrainer::hook_gather(const sim::BucketInfo& bucket) {
+    auto& b = hook_->buckets[static_cast<std::size_t>(bucket.index)];
+    b.flat.clear();
+    for (int p : bucket.params) {
+        const auto& g = grads_[static_cast<std::size_t>(p)];
+        b.flat.insert(b.flat.end(), g.begin(), g.end());
+    }
+    DTSIM_ASSERT(static_cast<std::int64_t>(b.flat.size()) == b.elements, "the bucket's elements");
+    if (hook_diagnostics().enabled) b.raw = b.flat;
+}
+
+// Diagnostics only (not part of the plan): the exact average of the gathered bucket.
+void MlpTrainer::exact_average(int bucket, runtime::Communicator& comm) {
+    auto& b = hook_->buckets[static_cast<std::size_t>(bucket)];
+    if (!hook_diagnostics().enabled || b.raw.empty()) return;
+    allreduce(b.raw, comm);
+    for (auto& v : b.raw) v /= static_cast<float>(comm.size());
+}
+
+// The hook's result becomes the bucket's reduced gradient.
+void MlpTrainer::hook_finish(const sim::BucketInfo& bucket, bool keep) {
+    auto& b = hook_->buckets[static_cast<std::size_t>(bucket.index)];
+    auto& diag = hook_diagnostics();
+    if (diag.enabled && !b.raw.empty()) {
+        const double norm = frobenius(b.raw, {});
+        diag.relative_error.push_back(norm > 0 ? frobenius(b.flat, b.raw) / norm : 0.0);
+    }
+    if (diag.enabled && !b.avg_in.empty()) {
+        const double norm = frobenius(b.avg_in, {});
+        diag.compression_error.push_back(norm > 0 ? frobenius(b.flat, b.avg_in) / norm : 0.0);
+        b.avg_in.clear();
+    }
+    // torch's future returns the bucket's own buffer: swapped in, not copied.
+    // `flat` is refilled by the bucket's next gather and not read before it.
+    bucket_data_[static_cast<std::size_t>(bucket.index)].swap(b.flat);
+    ++b.iteration;
+    if (!keep) view_buckets(bucket);
+}
+
+bool MlpTrainer::run_hook_pass(int task, bool keep) {
+    if (!hook_ || static_cast<std::size_t>(task) >= hook_->pass.size()) return false;
+    HookState& s = *hook_;
+    const auto pass = s.pass[static_cast<std::size_t>(task)];
+    if (pass == HookState::Pass::none) return false;
+    if (pass == HookState::Pass::in_collective) return true;
+    const sim::BucketInfo& bucket = s.infos[static_cast<std::size_t>(s.pass_bucket[static_cast<std::size_t>(task)])];
+    auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
+    const auto world = static_cast<float>(world_);
+    if (pass == HookState::Pass::cast) {
+        // The hook body, on the autograd thread: buffer.to(half).div_(world).
+        hook_gather(bucket);
+        if (s.hook == Hook::fp16) {  // torch's two passes (common/half.hpp)
+            b.half.resize(b.flat.size());
+            fp16_compress(b.flat.data(), b.half.data(), b.flat.size(), world);
+        } else {  // both round to bf16
+            for (auto& v : b.flat) v = round_to_bf16(round_to_bf16(v) / world);
+        }
+        return true;
+    }
+    // The future's decompress callback: into the fp32 bucket (bf16's values are already there).
+    if (s.hook == Hook::fp16) fp16_to_float(b.half.data(), b.flat.data(), b.flat.size());
+    hook_finish(bucket, keep);
+    return true;
 }
 
 void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm,
@@ -203,53 +330,23 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
     const bool last = pos == b.collectives - 1;
     auto& flat = b.flat;
     const auto gather = [&] {
-        flat.clear();
-        for (int p : bucket.params) {
-            const auto& g = grads_[static_cast<std::size_t>(p)];
-            flat.insert(flat.end(), g.begin(), g.end());
-        }
-        DTSIM_ASSERT(static_cast<std::int64_t>(flat.size()) == b.elements, "the bucket's elements");
-        if (diag.enabled) {  // the exact average, for the error measurement (not part of the plan)
-            b.raw = flat;
-            allreduce(b.raw, comm);
-            for (auto& v : b.raw) v /= static_cast<float>(world);
-        }
+        hook_gather(bucket);
+        exact_average(bucket.index, comm);
     };
-    const auto finish = [&] {
-        if (diag.enabled && !b.raw.empty()) {
-            const double norm = frobenius(b.raw, {});
-            diag.relative_error.push_back(norm > 0 ? frobenius(flat, b.raw) / norm : 0.0);
-        }
-        if (diag.enabled && !b.avg_in.empty()) {
-            const double norm = frobenius(b.avg_in, {});
-            diag.compression_error.push_back(norm > 0 ? frobenius(flat, b.avg_in) / norm : 0.0);
-            b.avg_in.clear();
-        }
-        // The hook's result becomes the bucket (torch's future returns the
-        // bucket's own buffer): swapped in, not copied. `flat` is refilled by
-        // the bucket's next gather and not read before it.
-        bucket_data_[static_cast<std::size_t>(bucket.index)].swap(flat);
-        ++b.iteration;
-        if (!keep) view_buckets(bucket);
-    };
+    const auto finish = [&] { hook_finish(bucket, keep); };
 
     if (s.hook != Hook::powersgd) {
-        gather();
+        // The plan's cast pass gathered and compressed the bucket (run_hook_pass);
+        // its decompress pass finishes it.
         DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
+        exact_average(bucket.index, comm);
         if (s.hook == Hook::fp16) {
-            // buffer.to(half).div_(world), in torch's two passes (common/half.hpp).
-            auto& h = b.half;
-            h.resize(flat.size());
-            fp16_compress(flat.data(), h.data(), flat.size(), static_cast<float>(world));
-            if (!h.empty()) comm.allreduce_sum(h.data(), static_cast<std::int64_t>(h.size()));
-            fp16_to_float(h.data(), flat.data(), flat.size());  // decompress: into fp32
+            if (!b.half.empty()) comm.allreduce_sum(b.half.data(), static_cast<std::int64_t>(b.half.size()));
         } else {
-            // buffer.to(bfloat16).div_(world): both round to bf16.
-            for (auto& v : flat) v = round_to_bf16(round_to_bf16(v) / static_cast<float>(world));
             allreduce(flat, comm);                      // a float sum of bf16 values ...
-            for (auto& v : flat) v = round_to_bf16(v);  // ... rounded back to bf16; decompress copies it into fp32
+            for (auto& v : flat) v = round_to_bf16(v);  // ... rounded back to bf16
         }
-        return finish();
+        return;
     }
 
     if (pos == 0) {
