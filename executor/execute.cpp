@@ -77,10 +77,12 @@ public:
             c.comm = runtime::make_communicator(transport, c.mpi);
         }
     }
-    ~Comms() {
+    ~Comms() { close(); }
+    // Ends every communicator (their queued collectives run first) and frees its MPI communicator.
+    void close() {
         for (auto& [key, c] : comms_) {
             c.comm.reset();
-            MPI_Comm_free(&c.mpi);
+            if (c.mpi != MPI_COMM_NULL) MPI_Comm_free(&c.mpi);
         }
     }
     Comms(const Comms&) = delete;
@@ -138,6 +140,7 @@ struct Shared {
     std::vector<int> current;
     std::vector<char> running;
     std::vector<Clock::time_point> since;
+    std::map<int, Clock::time_point> in_flight;  // collectives issued and not yet done: since when
 };
 
 class Runner {
@@ -175,6 +178,7 @@ public:
                               (dir / fmt::format("dtsim-exec-{}-r{}-s{}.bin", ::getpid(), rank, s)).string());
     }
     ~Runner() {
+        comms_.close();  // first: a collective still in flight (a failed run) completes into this runner
         for (auto& s : scratch_) cpu::release_scratch(s);
     }
 
@@ -270,6 +274,14 @@ public:
             p.running = shared_.running[b] != 0;
             p.task_s = std::chrono::duration<double>(now - shared_.since[b]).count();
         }
+        // A collective issued to gloo's workers and not done (the oldest) ranks with a running one.
+        if (!shared_.in_flight.empty() && (best < 0 || rank_of(static_cast<std::size_t>(best)) < 3)) {
+            const auto oldest = std::min_element(shared_.in_flight.begin(), shared_.in_flight.end(),
+                                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+            p.task = oldest->first;
+            p.running = true;
+            p.task_s = std::chrono::duration<double>(now - oldest->second).count();
+        }
         return p;
     }
     const cpu::MlpTrainer* trainer() const { return trainer_.get(); }
@@ -323,7 +335,12 @@ private:
             }
             if (stream == compute_stream_ && i == by_stream_[static_cast<std::size_t>(stream)].front()) inject(step);
             const auto start = Clock::now();
-            run_task(i, stream);
+            if (run_task(i, stream, step, t0)) {  // issued: its completion ends it
+                std::lock_guard lock(shared_.mu);
+                shared_.current[static_cast<std::size_t>(stream)] = -1;
+                shared_.running[static_cast<std::size_t>(stream)] = 0;
+                continue;
+            }
             const auto end = Clock::now();
             timing[static_cast<std::size_t>(i)] = {
                 std::chrono::duration_cast<std::chrono::nanoseconds>(start - t0).count(),
@@ -338,6 +355,32 @@ private:
             }
             shared_.cv.notify_all();
         }
+    }
+
+    // A collective issued asynchronously (gloo's worker threads run it, up to
+    // two at once, as ProcessGroupGloo's): its stream goes on to its next task
+    // and this completion times and ends it, on the thread that ran it. Its
+    // start is when a worker took it up; waiting in the queue is not running.
+    runtime::Completion completion(int index, int step, Clock::time_point t0) {
+        const auto started = std::make_shared<Clock::time_point>(Clock::now());
+        {
+            std::lock_guard lock(shared_.mu);
+            shared_.in_flight[index] = *started;
+        }
+        return {[started] { *started = Clock::now(); },
+                [this, index, step, t0, started](std::exception_ptr error) {
+                    if (error) return fail(error);
+                    const auto end = Clock::now();
+                    timings_[static_cast<std::size_t>(step)][static_cast<std::size_t>(index)] = {
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(*started - t0).count(),
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count()};
+                    std::lock_guard lock(shared_.mu);  // notified under it: the runner may go once the step ends
+                    shared_.in_flight.erase(index);
+                    shared_.done_step[static_cast<std::size_t>(index)] = step;
+                    ++shared_.done_in_step;
+                    ++shared_.progress;
+                    shared_.cv.notify_all();
+                }};
     }
 
     // DTSIM_FAULT_INJECT (tests only): this rank exits, dies or hangs at the start of a step.
@@ -363,7 +406,9 @@ private:
         gathered_.push_back(std::move(rows));
     }
 
-    void run_task(int index, int stream) {
+    // Runs task `index`, or issues it and returns true when its completion
+    // ends it later (completion()).
+    bool run_task(int index, int stream, int step, Clock::time_point t0) {
         const sim::Task& t = plan_.tasks[static_cast<std::size_t>(index)];
         auto& scratch = scratch_[static_cast<std::size_t>(stream)];
         const GroupComm* group = t.kind == TaskKind::collective ? comms_.get(stream, t.group) : nullptr;
@@ -372,24 +417,31 @@ private:
         if (group != nullptr && !runtime::wait_for_peers(group->mpi, &shared_.failed))
             throw std::runtime_error("another stream failed");
         if (trainer_) {
-            if (trainer_->run_sharded(index, comm)) return;
-            if (trainer_->run_hook_pass(index, has_gradient_copy_)) return;
+            if (trainer_->run_sharded(index, comm)) return false;
+            if (trainer_->run_hook_pass(index, has_gradient_copy_)) return false;
             if (t.kind == TaskKind::compute && t.layer >= 0) {
                 if (t.phase == Phase::backward)
                     trainer_->backward(t.micro_step, t.layer);
                 else
                     trainer_->forward(t.micro_step, t.layer);
-                return;
+                return false;
             }
-            if (t.kind == TaskKind::compute && t.phase == Phase::optimizer)
-                return trainer_->optimizer_step(t.optimizer_impl);
-            if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy)
-                return trainer_->copy_buckets_back(plan_.buckets);
-            if (t.kind == TaskKind::collective && t.bucket >= 0)
-                return trainer_->reduce_bucket_task(t, plan_.buckets[static_cast<std::size_t>(t.bucket)], *comm,
-                                                    has_gradient_copy_);
+            if (t.kind == TaskKind::compute && t.phase == Phase::optimizer) {
+                trainer_->optimizer_step(t.optimizer_impl);
+                return false;
+            }
+            if (t.kind == TaskKind::compute && t.phase == Phase::gradient_copy) {
+                trainer_->copy_buckets_back(plan_.buckets);
+                return false;
+            }
+            if (t.kind == TaskKind::collective && t.bucket >= 0) {
+                trainer_->reduce_bucket_task(t, plan_.buckets[static_cast<std::size_t>(t.bucket)], *comm,
+                                             has_gradient_copy_, completion(index, step, t0));
+                return true;
+            }
         }
         cpu::replay_task(plan_, w_, t, scratch, comm);
+        return false;
     }
 
     const sim::Plan& plan_;

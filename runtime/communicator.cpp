@@ -23,6 +23,29 @@ std::string_view collective_library(bool on_gpu, CommBackend cpu_transport) {
 
 namespace {
 
+template <typename T>
+void run_now(Communicator& comm, T* data, std::int64_t count, const Completion& c) {
+    if (c.started) c.started();
+    std::exception_ptr error;
+    try {
+        comm.allreduce_sum(data, count);
+    } catch (...) {
+        error = std::current_exception();
+    }
+    if (c.done) c.done(error);
+}
+
+}  // namespace
+
+void Communicator::allreduce_sum_async(float* data, std::int64_t count, Completion c) {
+    run_now(*this, data, count, c);
+}
+void Communicator::allreduce_sum_async(Half* data, std::int64_t count, Completion c) {
+    run_now(*this, data, count, c);
+}
+
+namespace {
+
 int mpi_count(std::int64_t count) {
     if (count < 0 || count > INT_MAX)
         throw ConfigError(fmt::format("a collective of {} elements is beyond MPI's int count", count));

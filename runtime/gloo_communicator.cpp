@@ -9,10 +9,11 @@
 //    whole clone and copies out this rank's chunk, so a reduce-scatter of S
 //    bytes costs an allreduce of S bytes plus two copies;
 //  - broadcast, reduce: gloo::broadcast, gloo::reduce.
-// Each call takes the next tag, as ProcessGroupGloo's nextTag() does, and runs
-// on the communicator's worker thread while the caller waits, as
+// Each call takes the next tag as it is issued, as ProcessGroupGloo's nextTag()
+// does, and runs on one of the communicator's two worker threads, as
 // ProcessGroupGloo's AsyncWork runs on its worker threads (on a small machine
-// that hand-off is part of the latency torch pays).
+// that hand-off is part of the latency torch pays): a blocking call while the
+// caller waits, an asynchronous one beside at most one other.
 // Bootstrap: instead of torch's TCPStore rendezvous, the ranks exchange their
 // pairs' addresses over MPI (one all-gather) and connect the full mesh.
 #include "dtsim/runtime/communicator.hpp"
@@ -148,54 +149,64 @@ public:
     }
 };
 
-// One worker thread: run() hands it a call and waits for it (exceptions
-// travel back to the caller).
-class Worker {
+// ProcessGroupGloo's worker threads (Options::threads: 2 per device, one
+// device): a queue of calls, each run by whichever thread is free, in the
+// order they were queued. run() queues a call and waits for it (its exception
+// travels back); post() queues one and returns.
+class Workers {
 public:
-    Worker() : thread_([this] { loop(); }) {}
-    ~Worker() {
+    explicit Workers(int threads) {
+        for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+    }
+    ~Workers() {
         {
             std::lock_guard lock(mu_);
             stop_ = true;
         }
         cv_.notify_all();
-        thread_.join();
+        for (auto& t : threads_) t.join();
     }
-    Worker(const Worker&) = delete;
-    Worker& operator=(const Worker&) = delete;
+    Workers(const Workers&) = delete;
+    Workers& operator=(const Workers&) = delete;
 
     void run(std::function<void()> fn) {
         std::packaged_task<void()> task(std::move(fn));
         std::future<void> done = task.get_future();
+        post([&task] { task(); });
+        done.get();
+    }
+    void post(std::function<void()> fn) {
         {
             std::lock_guard lock(mu_);
-            queue_.push_back(std::move(task));
+            queue_.push_back(std::move(fn));
         }
         cv_.notify_one();
-        done.get();
     }
 
 private:
     void loop() {
         for (;;) {
-            std::packaged_task<void()> task;
+            std::function<void()> fn;
             {
                 std::unique_lock lock(mu_);
                 cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-                if (queue_.empty()) return;
-                task = std::move(queue_.front());
+                if (queue_.empty()) return;  // stopping, every queued call run
+                fn = std::move(queue_.front());
                 queue_.pop_front();
             }
-            task();
+            fn();
         }
     }
 
     std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<std::packaged_task<void()>> queue_;
+    std::deque<std::function<void()>> queue_;
     bool stop_ = false;
-    std::thread thread_;  // last: started once the rest exists
+    std::vector<std::thread> threads_;  // last: started once the rest exists
 };
+
+// ProcessGroupGloo::Options::threads: two worker threads per device.
+constexpr int kWorkerThreads = 2;
 
 class GlooCommunicator final : public Communicator {
 public:
@@ -203,47 +214,69 @@ public:
         : Communicator(rank, size), context_(std::make_shared<MpiBootstrappedContext>(comm, rank, size)) {}
     CommBackend backend() const override { return CommBackend::gloo; }
 
+    // Each call takes its tag here, on the issuing thread, as ProcessGroupGloo's
+    // nextTag() does when work is enqueued: two calls in flight on two worker
+    // threads then pair up with the same calls on the peers.
     void allreduce_sum(float* data, std::int64_t count) override {
-        worker_.run([&] { allreduce<float>(data, count); });
+        workers_.run([this, data, count, tag = next_tag()] { allreduce<float>(data, count, tag); });
     }
     // torch >= 2.8 sums c10::Half, converting each element through float with
     // c10's software conversions, not gloo::float16's, which ran 3x torch's
     // time here; fp16_sum does as torch does, at its pace (common/half.hpp).
     void allreduce_sum(Half* data, std::int64_t count) override {
-        worker_.run([&] { allreduce<Half>(data, count, &half_sum); });
+        workers_.run([this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, &half_sum); });
+    }
+    void allreduce_sum_async(float* data, std::int64_t count, Completion c) override {
+        post(std::move(c), [this, data, count, tag = next_tag()] { allreduce<float>(data, count, tag); });
+    }
+    void allreduce_sum_async(Half* data, std::int64_t count, Completion c) override {
+        post(std::move(c), [this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, &half_sum); });
     }
     void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
-        worker_.run([&] { reduce_scatter(in, out, per_rank); });
+        workers_.run([this, in, out, per_rank, tag = next_tag()] { reduce_scatter(in, out, per_rank, tag); });
     }
     void allgather(const float* in, float* out, std::int64_t per_rank) override {
-        worker_.run([&] { gather(in, out, per_rank); });
+        workers_.run([this, in, out, per_rank, tag = next_tag()] { gather(in, out, per_rank, tag); });
     }
     void broadcast(float* data, std::int64_t count, int root) override {
-        worker_.run([&] { bcast(data, count, root); });
+        workers_.run([this, data, count, root, tag = next_tag()] { bcast(data, count, root, tag); });
     }
     void reduce_sum(const float* in, float* out, std::int64_t count, int root) override {
-        worker_.run([&] { reduce(in, out, count, root); });
+        workers_.run([this, in, out, count, root, tag = next_tag()] { reduce(in, out, count, root, tag); });
     }
     void barrier() override {
-        worker_.run([&] {
+        workers_.run([this, tag = next_tag()] {
             if (size() == 1) return;
             gloo::BarrierOptions opts(context_);
-            opts.setTag(next_tag());
+            opts.setTag(tag);
             gloo::barrier(opts);
         });
     }
 
 private:
-    void reduce_scatter(const float* in, float* out, std::int64_t per_rank) {
+    void post(Completion c, std::function<void()> call) {
+        workers_.post([c = std::move(c), call = std::move(call)] {
+            if (c.started) c.started();
+            std::exception_ptr error;
+            try {
+                call();
+            } catch (...) {
+                error = std::current_exception();
+            }
+            if (c.done) c.done(error);
+        });
+    }
+
+    void reduce_scatter(const float* in, float* out, std::int64_t per_rank, std::uint32_t tag) {
         const auto n = static_cast<std::size_t>(per_rank) * static_cast<std::size_t>(size());
         std::unique_ptr<float[]> clone(new float[n]);  // input.clone(): fresh, uninitialised, then copied
         std::memcpy(clone.get(), in, n * sizeof(float));
-        allreduce<float>(clone.get(), static_cast<std::int64_t>(n));
+        allreduce<float>(clone.get(), static_cast<std::int64_t>(n), tag);
         std::memcpy(out, clone.get() + static_cast<std::size_t>(rank()) * static_cast<std::size_t>(per_rank),
                     static_cast<std::size_t>(per_rank) * sizeof(float));
     }
 
-    void gather(const float* in, float* out, std::int64_t per_rank) {
+    void gather(const float* in, float* out, std::int64_t per_rank, std::uint32_t tag) {
         if (size() == 1) {
             if (in != out) std::memmove(out, in, static_cast<std::size_t>(per_rank) * sizeof(float));
             return;
@@ -253,21 +286,21 @@ private:
         gloo::AllgatherOptions opts(context_);
         opts.setInput(const_cast<float*>(in), static_cast<std::size_t>(per_rank));
         opts.setOutput(flat.get(), n);
-        opts.setTag(next_tag());
+        opts.setTag(tag);
         gloo::allgather(opts);
         std::memcpy(out, flat.get(), n * sizeof(float));
     }
 
-    void bcast(float* data, std::int64_t count, int root) {
+    void bcast(float* data, std::int64_t count, int root, std::uint32_t tag) {
         if (size() == 1) return;
         gloo::BroadcastOptions opts(context_);
         opts.setRoot(root);
         opts.setOutput(data, static_cast<std::size_t>(count));
-        opts.setTag(next_tag());
+        opts.setTag(tag);
         gloo::broadcast(opts);
     }
 
-    void reduce(const float* in, float* out, std::int64_t count, int root) {
+    void reduce(const float* in, float* out, std::int64_t count, int root, std::uint32_t tag) {
         if (size() == 1) {
             if (in != out) std::memmove(out, in, static_cast<std::size_t>(count) * sizeof(float));
             return;
@@ -277,7 +310,7 @@ private:
         if (in != out) opts.setInput(const_cast<float*>(in), static_cast<std::size_t>(count));
         opts.setOutput(out, static_cast<std::size_t>(count));
         opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
-        opts.setTag(next_tag());
+        opts.setTag(tag);
         gloo::reduce(opts);
     }
 
@@ -287,19 +320,21 @@ private:
     }
 
     template <typename T>
-    void allreduce(T* data, std::int64_t count, ReduceFn sum = static_cast<ReduceFn>(&gloo::sum<T>)) {
+    void allreduce(T* data, std::int64_t count, std::uint32_t tag,
+                   ReduceFn sum = static_cast<ReduceFn>(&gloo::sum<T>)) {
         if (size() == 1 || count == 0) return;
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(data, static_cast<std::size_t>(count));
         opts.setReduceFunction(sum);
-        opts.setTag(next_tag());
+        opts.setTag(tag);
         gloo::allreduce(opts);
     }
+    // Called by the issuing thread only (one at a time, Communicator's contract).
     std::uint32_t next_tag() { return tag_++; }
 
     std::shared_ptr<gloo::Context> context_;
     std::uint32_t tag_ = 0;
-    Worker worker_;  // last: stopped before the context goes
+    Workers workers_{kWorkerThreads};  // last: stopped before the context goes
 };
 
 // When launched by mpirun (OMPI_COMM_WORLD_SIZE set), bound to exactly one

@@ -53,11 +53,13 @@ public:
 
     void forward(int micro_step, int layer);
     void backward(int micro_step, int layer);
-    // Flattens the bucket's gradients, allreduces (SUM) them, divides by the
-    // world size. Unless `keep` (a gradient_copy task copies them back later),
+    // Copies the bucket's gradients into its buffer divided by the world size
+    // (torch's Reducer) and issues their allreduce (SUM, comm's
+    // allreduce_sum_async); `c.done` runs once it is reduced. Unless `keep` (a
+    // gradient_copy task copies them back later),
     // the gradients become views of the reduced bucket, as under
     // gradient_as_bucket_view: the optimizer reads the bucket, nothing is copied back.
-    void reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
+    void reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep, runtime::Completion c);
     void copy_buckets_back(const std::vector<sim::BucketInfo>& buckets);
     void optimizer_step(sim::OptimizerImpl impl);
     // This rank's loss of the step (mean of its micro-steps), then reset.
@@ -81,7 +83,12 @@ public:
     // Runs the plan's bucket collective `t`: reduce_bucket without a hook, else
     // the hook's part of the bucket's reduction that `t` carries (its bytes are
     // checked against the real buffer).
-    void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
+    // Either runs before returning or, where the allreduce is the whole of the
+    // task (DDP's own, fp16/bf16's), issues it asynchronously (comm's
+    // allreduce_sum_async, gloo's second lane); `c.done` runs exactly once, when
+    // the bucket's part is done, with the error it raised, if any.
+    void reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep,
+                            runtime::Completion c);
     // Runs the hook's part of plan task `task` and returns true when it is one
     // of the hook's compression passes (the fp16/bf16 cast before a bucket's
     // allreduce, on the compute stream, and its decompress after it, on the
@@ -126,6 +133,7 @@ private:
     void hook_gather(const sim::BucketInfo& bucket);
     void hook_finish(const sim::BucketInfo& bucket, bool keep);
     void exact_average(int bucket, runtime::Communicator& comm);
+    void powersgd_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
     void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);
 };

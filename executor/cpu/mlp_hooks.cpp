@@ -318,8 +318,40 @@ bool MlpTrainer::run_hook_pass(int task, bool keep) {
 }
 
 void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm,
-                                    bool keep) {
-    if (!hook_) return reduce_bucket(bucket, comm, keep);
+                                    bool keep, runtime::Completion c) {
+    if (!hook_) return reduce_bucket(bucket, comm, keep, std::move(c));
+    HookState& s = *hook_;
+    auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
+    if (s.hook == Hook::powersgd) {  // its math between its collectives: here, before returning
+        if (c.started) c.started();
+        std::exception_ptr error;
+        try {
+            powersgd_task(t, bucket, comm, keep);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        if (c.done) c.done(error);
+        return;
+    }
+    // The plan's cast pass gathered and compressed the bucket (run_hook_pass);
+    // its decompress pass finishes it.
+    DTSIM_ASSERT(comm.size() == world_, "the bucket's group is every rank");
+    DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
+    exact_average(bucket.index, comm);
+    if (s.hook == Hook::fp16)
+        return comm.allreduce_sum_async(b.half.data(), static_cast<std::int64_t>(b.half.size()), std::move(c));
+    // bf16: a float sum of bf16 values, rounded back to bf16.
+    comm.allreduce_sum_async(b.flat.data(), static_cast<std::int64_t>(b.flat.size()),
+                             {std::move(c.started), [&flat = b.flat, done = std::move(c.done)](std::exception_ptr e) {
+                                  if (!e)
+                                      for (auto& v : flat) v = round_to_bf16(v);
+                                  if (done) done(e);
+                              }});
+}
+
+// PowerSGD's part of a bucket's reduction that its collective `t` carries.
+void MlpTrainer::powersgd_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm,
+                               bool keep) {
     HookState& s = *hook_;
     auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
     auto& diag = hook_diagnostics();
@@ -334,20 +366,6 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
         exact_average(bucket.index, comm);
     };
     const auto finish = [&] { hook_finish(bucket, keep); };
-
-    if (s.hook != Hook::powersgd) {
-        // The plan's cast pass gathered and compressed the bucket (run_hook_pass);
-        // its decompress pass finishes it.
-        DTSIM_ASSERT(t.bytes == b.elements * 2, "the allreduce moves the half-precision bucket");
-        exact_average(bucket.index, comm);
-        if (s.hook == Hook::fp16) {
-            if (!b.half.empty()) comm.allreduce_sum(b.half.data(), static_cast<std::int64_t>(b.half.size()));
-        } else {
-            allreduce(flat, comm);                      // a float sum of bf16 values ...
-            for (auto& v : flat) v = round_to_bf16(v);  // ... rounded back to bf16
-        }
-        return;
-    }
 
     if (pos == 0) {
         gather();

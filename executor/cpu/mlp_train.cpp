@@ -185,17 +185,26 @@ void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vecto
     std::swap(grad_out_, grad_tmp_);
 }
 
-void MlpTrainer::reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep) {
+void MlpTrainer::reduce_bucket(const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep,
+                               runtime::Completion c) {
     auto& flat = bucket_data_[static_cast<std::size_t>(bucket.index)];
-    flat.clear();
+    std::size_t elements = 0;
+    for (int p : bucket.params) elements += grads_[static_cast<std::size_t>(p)].size();
+    if (flat.size() != elements) flat.resize(elements);  // the bucket's buffer, kept across steps as torch's
+    // Reducer::mark_variable_ready_dense copies each gradient into the bucket
+    // divided by the world size (mul_out), in one pass.
+    const float inv = 1.0f / static_cast<float>(world_);
+    float* into = flat.data();
     for (int p : bucket.params) {
         const auto& g = grads_[static_cast<std::size_t>(p)];
-        flat.insert(flat.end(), g.begin(), g.end());
+        into = std::transform(g.begin(), g.end(), into, [inv](float v) { return v * inv; });
     }
-    comm.allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
-    const float inv = 1.0f / static_cast<float>(world_);
-    for (auto& v : flat) v *= inv;
-    if (!keep) view_buckets(bucket);
+    comm.allreduce_sum_async(
+        flat.data(), static_cast<std::int64_t>(elements),
+        {std::move(c.started), [this, &bucket, keep, done = std::move(c.done)](std::exception_ptr e) {
+             if (!e && !keep) view_buckets(bucket);
+             if (done) done(e);
+         }});
 }
 
 // Reducer::mark_variable_ready_dense under gradient_as_bucket_view: each

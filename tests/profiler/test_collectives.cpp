@@ -17,10 +17,15 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <future>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace dtsim::profiler;
@@ -303,4 +308,45 @@ TEST_CASE("2 ranks: the communicators' out-of-place, root and half-precision for
         CAPTURE(i);
         CHECK(dtsim::fp16_value(half[i]) == expected[i]);
     }
+}
+
+TEST_CASE("2 ranks: gloo runs two asynchronous allreduces at once, each matched by its issue order", "[.mpi2]") {
+    using dtsim::runtime::CommBackend;
+    ensure_mpi();
+    REQUIRE(dtsim::test::mpi_world_size() == 2);
+    const auto comm = dtsim::runtime::make_communicator(CommBackend::gloo, MPI_COMM_WORLD);
+    const int rank = comm->rank();
+    constexpr std::int64_t n = 1 << 16;
+    std::vector<float> first(n, static_cast<float>(1 + rank)), second(n, static_cast<float>(10 + rank));
+    std::promise<void> first_done, second_done;
+    const std::shared_future<void> second_ended = second_done.get_future().share();
+    std::atomic<bool> second_done_first{false};
+    // Rank 1 holds the first allreduce back as it starts on its worker: only a
+    // second worker can run the second meanwhile, and on rank 0 the second then
+    // ends before the first. With one worker it would wait behind the first.
+    comm->allreduce_sum_async(first.data(), n,
+                              {[rank] {
+                                   if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                               },
+                               [&](std::exception_ptr e) {
+                                   if (!e)
+                                       second_done_first =
+                                           second_ended.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                                   first_done.set_value();
+                               }});
+    comm->allreduce_sum_async(second.data(), n, {{}, [&](std::exception_ptr e) {
+                                                     if (e)
+                                                         second_done.set_exception(e);
+                                                     else
+                                                         second_done.set_value();
+                                                 }});
+    first_done.get_future().wait();
+    second_ended.get();
+    CHECK(second_done_first.load());
+    CHECK(std::all_of(first.begin(), first.end(), [](float v) { return v == 3.0f; }));     // 1 + 2
+    CHECK(std::all_of(second.begin(), second.end(), [](float v) { return v == 21.0f; }));  // 10 + 11
+    // A blocking call issued after them is matched by its order too.
+    std::vector<float> third(4, 1.0f);
+    comm->allreduce_sum(third.data(), 4);
+    CHECK(third == std::vector<float>(4, 2.0f));
 }

@@ -7,6 +7,8 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -21,6 +23,12 @@ std::string_view collective_library(bool on_gpu, CommBackend cpu_transport);
 // IEEE half precision, bit for bit (gloo::float16's layout).
 using Half = std::uint16_t;
 
+// What an asynchronous collective reports, on the thread that runs it.
+struct Completion {
+    std::function<void()> started;                 // as it starts (may be empty)
+    std::function<void(std::exception_ptr)> done;  // once it has ended: the error it raised, or null
+};
+
 class Communicator {
 public:
     virtual ~Communicator() = default;
@@ -34,6 +42,13 @@ public:
     // In place: data[i] becomes the sum over ranks.
     virtual void allreduce_sum(float* data, std::int64_t count) = 0;
     virtual void allreduce_sum(Half* data, std::int64_t count) = 0;
+    // The same sum, returning before it ends, as ProcessGroupGloo's allreduce
+    // returns a Work: `data` must stay put until `c.done` has run. It counts
+    // as a call for the order above when it is issued. gloo runs it on one of
+    // its two worker threads (ProcessGroupGloo::Options::threads), beside at
+    // most one other collective; MPI runs it before returning.
+    virtual void allreduce_sum_async(float* data, std::int64_t count, Completion c);
+    virtual void allreduce_sum_async(Half* data, std::int64_t count, Completion c);
     // in: per_rank * size() elements; out: this rank's per_rank-element block of the sum.
     virtual void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) = 0;
     // out: per_rank * size() elements; rank r's block comes from its `in`.
@@ -60,8 +75,9 @@ private:
 // `comm`, which must outlive the communicator. gloo: one TCP connection per
 // peer, bootstrapped by exchanging addresses over `comm`; it binds the
 // interface named by GLOO_SOCKET_IFNAME, as torch does, else this host's name,
-// else the loopback. Every call runs on the communicator's worker thread while
-// the caller waits, as ProcessGroupGloo runs its work. A process that mpirun
+// else the loopback. Every call runs on one of the communicator's two worker
+// threads, the blocking ones while the caller waits, as ProcessGroupGloo runs
+// its work: each call takes its tag as it is issued, in the caller's order. A process that mpirun
 // bound to one CPU is unbound first: torchrun and mp.spawn leave torch's ranks
 // unbound, and gloo's worker and event-loop threads sharing one core wait a
 // scheduler tick per message (a 1 KiB allreduce: 4.9 ms bound, 1.0 ms unbound
