@@ -1,7 +1,8 @@
 // The executor's scheduler: one thread per stream (compute at the lowest
 // priority, see profiler/thread_priority.hpp), each running its tasks in issue
 // order once their dependencies have ended; per-task steady-clock timings
-// gathered on rank 0.
+// gathered on rank 0. In train mode a bucket's allreduce is issued, not waited
+// for (completion()): over gloo, two run at once on its worker threads.
 #include "dtsim/executor/execute.hpp"
 
 #include "cpu/cpu_backend.hpp"

@@ -6,7 +6,7 @@ allreduces issued back to back (async_op=True) and waited for together, 2 ranks,
 
 torch's ProcessGroupGloo runs each collective on one of two worker threads (options->threads = 2 per device;
 docs/notes/gloo-in-torch.md §2), so DDP's buckets, queued back to back as their gradients arrive, can be two at a
-time on one context. dtsim's engine and executor run a process group's collectives one at a time. This prints,
+time on one context. dtsim's engine (CostModel::lanes) and its gloo communicator do the same. This prints,
 per size, the time per call both ways (the fastest of --reps rounds, each round interleaving the two) and the
 ratio: how much of a call two lanes hide.
 """
