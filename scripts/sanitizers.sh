@@ -3,8 +3,9 @@
 #   asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite, MPI
 #         tests included; leak detection on, with third-party leaks suppressed
 #         by tests/sanitizers/lsan.supp (each entry says why).
-#   tsan: ThreadSanitizer over the executor's stream threads and the peer wait
-#         (the tsan test preset's filter), built for just those tests.
+#   tsan: ThreadSanitizer over the executor's stream threads, the peer wait and
+#         the communicators' 2-rank tests (gloo's worker threads) (the tsan
+#         test preset's filter), built for just those tests.
 # Any sanitizer report fails the test it occurs in (halt_on_error).
 #
 #   scripts/sanitizers.sh          # asan then tsan
@@ -24,7 +25,7 @@ for s in "${which[@]}"; do
         ctest --preset asan
         ;;
     tsan)
-        echo "== tsan: thread sanitizer, the executor's stream threads and the peer wait =="
+        echo "== tsan: thread sanitizer, the executor's stream threads, the peer wait and the communicators =="
         cmake --preset tsan >/dev/null
         cmake --build --preset tsan -j2 --target dtsim_test_executor dtsim_test_profiler
         ctest --preset tsan
