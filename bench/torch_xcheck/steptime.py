@@ -149,16 +149,16 @@ def timed_step(model, opt, loss_fn, x, y, after_zero_grad=None) -> tuple[float, 
 def spawn_with_retry(worker, args: tuple, nprocs: int, out_name: str):
     """mp.spawn(worker, args + (OUT,)) on a file:// store in a fresh directory; returns the JSON the workers wrote to
     OUT. gloo's teardown aborts now and then ("terminate called without an active exception") after every step was
-    timed and OUT written; such a run is repeated once, and said so."""
+    timed and OUT written; such a run is repeated, up to twice, and said so."""
     import torch.multiprocessing as mp
 
-    for attempt in (1, 2):
+    for attempt in (1, 2, 3):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, out_name)
             try:
                 mp.spawn(worker, args=(nprocs, "file://" + os.path.join(d, "store")) + args + (out,), nprocs=nprocs)
             except mp.ProcessExitedException as e:
-                if attempt == 2 or not os.path.exists(out):
+                if attempt == 3 or not os.path.exists(out):
                     raise
                 print(f"torch run ended abnormally after its steps ({e}); running it again", file=sys.stderr)
                 continue
