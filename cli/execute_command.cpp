@@ -135,12 +135,15 @@ void add_execute_command(CLI::App& app) {
            "auto")
         ->check(CLI::IsMember({"auto", "train", "replay"}))
         ->capture_default_str();
-    cmd->add_option("--backend", o->backend,
-                    "cpu: OpenBLAS GEMMs, MPI collectives, memcpy copies, host loops and file I/O, one thread per "
-                    "stream (replay or train); gloo: the same with gloo's TCP collectives, called as torch's "
-                    "ProcessGroupGloo calls them (reduce-scatter as an allreduce of the whole buffer); cuda: one GPU per rank, cuBLAS GEMMs and memory-pass kernels on the "
-                    "compute stream, NCCL on each communication stream, cudaMemcpyAsync on copy streams, timed by "
-                    "CUPTI (replay only; needs a GPU)")
+    cmd->add_option(
+           "--backend", o->backend,
+           "cpu: OpenBLAS GEMMs, MPI collectives, memcpy copies, host loops and file I/O, one thread per "
+           "stream (replay or train); gloo: the same with gloo's TCP collectives, called as torch's "
+           "ProcessGroupGloo calls them (two at a time on its two worker threads; train mode issues DDP's bucket "
+           "allreduces without waiting; reduce-scatter as an allreduce of the whole buffer); cuda: one GPU per "
+           "rank, cuBLAS GEMMs and memory-pass kernels on the "
+           "compute stream, NCCL on each communication stream, cudaMemcpyAsync on copy streams, timed by "
+           "CUPTI (replay only; needs a GPU)")
         ->check(CLI::IsMember({"cpu", "gloo", "cuda"}))
         ->capture_default_str();
     cmd->add_option("--lr", o->learning_rate, "learning rate in train mode")->capture_default_str();
