@@ -21,27 +21,22 @@ std::string_view collective_library(bool on_gpu, CommBackend cpu_transport) {
     return on_gpu ? "nccl" : to_string(cpu_transport);
 }
 
-namespace {
-
-template <typename T>
-void run_now(Communicator& comm, T* data, std::int64_t count, const Completion& c) {
+void run_completing(const Completion& c, const std::function<void()>& work) {
     if (c.started) c.started();
     std::exception_ptr error;
     try {
-        comm.allreduce_sum(data, count);
+        work();
     } catch (...) {
         error = std::current_exception();
     }
     if (c.done) c.done(error);
 }
 
-}  // namespace
-
 void Communicator::allreduce_sum_async(float* data, std::int64_t count, Completion c) {
-    run_now(*this, data, count, c);
+    run_completing(c, [&] { allreduce_sum(data, count); });
 }
 void Communicator::allreduce_sum_async(Half* data, std::int64_t count, Completion c) {
-    run_now(*this, data, count, c);
+    run_completing(c, [&] { allreduce_sum(data, count); });
 }
 
 namespace {

@@ -255,16 +255,7 @@ public:
 
 private:
     void post(Completion c, std::function<void()> call) {
-        workers_.post([c = std::move(c), call = std::move(call)] {
-            if (c.started) c.started();
-            std::exception_ptr error;
-            try {
-                call();
-            } catch (...) {
-                error = std::current_exception();
-            }
-            if (c.done) c.done(error);
-        });
+        workers_.post([c = std::move(c), call = std::move(call)] { run_completing(c, call); });
     }
 
     void reduce_scatter(const float* in, float* out, std::int64_t per_rank, std::uint32_t tag) {

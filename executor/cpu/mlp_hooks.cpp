@@ -322,17 +322,8 @@ void MlpTrainer::reduce_bucket_task(const sim::Task& t, const sim::BucketInfo& b
     if (!hook_) return reduce_bucket(bucket, comm, keep, std::move(c));
     HookState& s = *hook_;
     auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
-    if (s.hook == Hook::powersgd) {  // its math between its collectives: here, before returning
-        if (c.started) c.started();
-        std::exception_ptr error;
-        try {
-            powersgd_task(t, bucket, comm, keep);
-        } catch (...) {
-            error = std::current_exception();
-        }
-        if (c.done) c.done(error);
-        return;
-    }
+    if (s.hook == Hook::powersgd)  // its math between its collectives: here, before returning
+        return runtime::run_completing(c, [&] { powersgd_task(t, bucket, comm, keep); });
     // The plan's cast pass gathered and compressed the bucket (run_hook_pass);
     // its decompress pass finishes it.
     DTSIM_ASSERT(comm.size() == world_, "the bucket's group is every rank");

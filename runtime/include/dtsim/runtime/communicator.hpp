@@ -28,6 +28,9 @@ struct Completion {
     std::function<void()> started;                 // as it starts (may be empty)
     std::function<void(std::exception_ptr)> done;  // once it has ended: the error it raised, or null
 };
+// Runs `work` on this thread between `c.started` and `c.done`, handing `c.done`
+// the exception `work` threw, if any, instead of throwing it.
+void run_completing(const Completion& c, const std::function<void()>& work);
 
 class Communicator {
 public:
