@@ -421,8 +421,11 @@ void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
                 std::fill(g.begin(), g.end(), 0.0f);
         }
     if (s.gathers) {
-        // Stale until all-gathered again.
-        for (auto& p : params_) std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
+        // Stale until all-gathered again. torch frees them as it reshards and
+        // touches them no more; so does the torch allocator's run here. The
+        // default one poisons them, so that a missing all-gather fails the tests.
+        if (!fresh_gradients_)
+            for (auto& p : params_) std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
     } else {
         for (const auto& gr : s.groups)
             for_each_piece(gr, 0, gr.numel, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
