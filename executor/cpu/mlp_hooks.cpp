@@ -128,7 +128,7 @@ struct MlpTrainer::HookState {
     std::int64_t start = 1000;
     bool error_feedback = true, warm_start = true;
     std::vector<Bucket> buckets;
-    std::vector<sim::BucketInfo> infos;  // the plan's, by index
+    const std::vector<sim::BucketInfo>* infos = nullptr;  // the plan's (it outlives the trainer), by index
     std::vector<Pass> pass;              // by plan task
     std::vector<int> pass_bucket;        // by plan task: the bucket a cast or decompress is of
 };
@@ -246,7 +246,7 @@ void MlpTrainer::enable_comm_hook(const sim::Plan& plan, const models::Workload&
         DTSIM_ASSERT(hb.collectives == expect || (s->hook == Hook::powersgd && hb.collectives == 1),
                      "the hook's collectives per bucket");
     }
-    s->infos = plan.buckets;
+    s->infos = &plan.buckets;
     map_hook_passes(plan, *s);
     hook_ = std::move(s);
 }
@@ -297,7 +297,7 @@ bool MlpTrainer::run_hook_pass(int task, bool keep) {
     const auto pass = s.pass[static_cast<std::size_t>(task)];
     if (pass == HookState::Pass::none) return false;
     if (pass == HookState::Pass::in_collective) return true;
-    const sim::BucketInfo& bucket = s.infos[static_cast<std::size_t>(s.pass_bucket[static_cast<std::size_t>(task)])];
+    const sim::BucketInfo& bucket = (*s.infos)[static_cast<std::size_t>(s.pass_bucket[static_cast<std::size_t>(task)])];
     auto& b = s.buckets[static_cast<std::size_t>(bucket.index)];
     const auto world = static_cast<float>(world_);
     if (pass == HookState::Pass::cast) {
