@@ -195,11 +195,14 @@ public:
         for (int u = 0; u < static_cast<int>(units_.size()); ++u)
             if (needs_gather(u)) order_.push_back(u);
         next_ = 0;
+        // On a CPU backend the model's thread issues this micro-step's first
+        // all-gathers once the micro-step before it has returned from backward.
+        const std::int32_t after_previous = config_.collectives_block_compute ? previous_micro_step_ : -1;
         // The root's pre-forward unshards it; forward_prefetch also prefetches the next unit.
-        if (next_ < order_.size() && order_[next_] == kRoot) gather_next(m, -1);
-        if (o_.forward_prefetch && next_ < order_.size()) gather_next(m, -1);
+        if (next_ < order_.size() && order_[next_] == kRoot) gather_next(m, after_previous);
+        if (o_.forward_prefetch && next_ < order_.size()) gather_next(m, after_previous);
         std::int32_t entered_first_forward = -1;  // first forward task of the unit entered last
-        last_forward_ = -1;
+        last_forward_ = after_previous;
         for (int l = 0; l < static_cast<int>(w_.layers.size()); ++l) {
             const int u = unit_of_[static_cast<std::size_t>(l)];
             const bool entering = unit(u).first_layer == l;
@@ -293,6 +296,7 @@ public:
             const std::int32_t views[] = {b};
             const std::int32_t flat = step().pass(Phase::gradient_copy, 2 * unsharded_grad_bytes(u), 0, views, m);
             plan_.tasks.back().fresh_output = true;
+            previous_micro_step_ = flat;
             if (sync) reduce(m, u, flat);
         }
     }
@@ -665,6 +669,7 @@ private:
     std::vector<int> order_;            // units to all-gather in this pass, in hook order
     std::size_t next_ = 0;              // the next of order_ to all-gather
     std::int32_t last_forward_ = -1;
+    std::int32_t previous_micro_step_ = -1;  // the model thread's last task of the micro-step before (its last flatten)
 };
 
 Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
