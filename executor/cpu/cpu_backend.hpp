@@ -134,8 +134,16 @@ private:
     void hook_finish(const sim::BucketInfo& bucket, bool keep);
     void exact_average(int bucket, runtime::Communicator& comm);
     void powersgd_task(const sim::Task& t, const sim::BucketInfo& bucket, runtime::Communicator& comm, bool keep);
-    void backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads);
+    // The layer's forward and backward with these parameters: params_, or
+    // views of their shard groups' all-gathered copies.
+    void forward_with(int micro_step, int layer, std::span<const float> weight, std::span<const float> bias);
+    void backward_into(int micro_step, int layer, std::span<const float> weight,
+                       std::vector<std::vector<float>>& grads);
     void sharded_step(sim::OptimizerImpl impl);
+    std::size_t first_reduced_micro_step(std::size_t m) const;
+    void all_gather(int task, runtime::Communicator& comm);
+    std::span<const float> sharded_param(int p, int copy) const;
+    void reduce_scatter(int task, runtime::Communicator& comm);
 };
 
 // Tests only: when enabled, each hooked bucket reduction also allreduces the

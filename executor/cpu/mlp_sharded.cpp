@@ -11,8 +11,17 @@
 //     receiving its shard, divided by the world size;
 //   - allreduce (ZeRO 1/2 buckets, FSDP NO_SHARD units): summed, divided, then
 //     the rank's slice kept.
-// The optimizer steps the shards only; afterwards the full parameters are
-// poisoned (NaN) until an all-gather refreshes them, so a missing or misrouted
+// The buffers live as torch's do:
+//   - an all-gather writes a flat parameter allocated for it (a copy of its
+//     own, so that it may run while layers still compute with the copy
+//     before), and the layers compute with views of it; where the plan frees
+//     it (FSDP's reshard, ZeRO-3's release) it is freed after the last task
+//     computing with it, else kept for the next all-gather (ZeRO 1/2);
+//   - a reduce-scatter sends the flat gradient its unit's flatten pass built,
+//     and its output becomes the rank's gradient shard.
+// The optimizer steps the shards only. A layer computing with a freed copy
+// fails, and ZeRO 1/2's kept copy is poisoned (NaN) after the step until its
+// all-gather (not under the torch allocator), so a missing or misrouted
 // all-gather shows. Every collective's bytes must equal the real buffer's.
 #include "adam.hpp"
 #include "cpu_backend.hpp"
@@ -56,6 +65,45 @@ void for_each_piece(const Sharding::Group& g, std::int64_t begin, std::int64_t c
     }
 }
 
+// The groups' flat gradient as a reduce-scatter sends it (rank-major: rank r's
+// shard of each group in turn): micro-steps [from, m]'s gradients summed and
+// multiplied by `scale`, the padding zero.
+void flat_gradient(const Sharding& s, const std::vector<int>& groups, std::size_t from, std::size_t m, float scale,
+                   float* out) {
+    const int n = s.groups[static_cast<std::size_t>(groups.front())].n;
+    std::size_t at = 0;
+    for (int r = 0; r < n; ++r)
+        for (int g : groups) {
+            const auto& gr = s.groups[static_cast<std::size_t>(g)];
+            const std::int64_t begin = r * gr.shard;
+            for_each_piece(gr, begin, gr.shard, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
+                float* dst = out + at + static_cast<std::size_t>(flat - begin);
+                for (std::size_t j = from; j <= m; ++j) {
+                    const auto& grad = s.slots[j][static_cast<std::size_t>(p)];
+                    DTSIM_ASSERT(static_cast<std::int64_t>(grad.size()) >= first + k,
+                                 "a reduced gradient was computed in backward");
+                    const float* src = grad.data() + first;
+                    if (j == from)
+                        for (std::int64_t e = 0; e < k; ++e) dst[e] = src[e] * scale;
+                    else
+                        for (std::int64_t e = 0; e < k; ++e) dst[e] += src[e] * scale;
+                }
+            });
+            const std::int64_t real = std::clamp<std::int64_t>(gr.numel - begin, 0, gr.shard);
+            std::fill(out + at + static_cast<std::size_t>(real), out + at + static_cast<std::size_t>(gr.shard), 0.0f);
+            at += static_cast<std::size_t>(gr.shard);
+        }
+}
+
+// The group's gradient shard ready to add into: allocated (if freed) and
+// zeroed at the step's first reduction into it.
+void begin_adding(Sharding::Group& gr) {
+    if (gr.grad_set) return;
+    if (gr.grad.empty()) gr.grad = FreshFloats(static_cast<std::size_t>(gr.shard));
+    std::fill_n(gr.grad.data(), gr.grad.size(), 0.0f);
+    gr.grad_set = true;
+}
+
 std::int64_t total_bytes(const Sharding& s, const std::vector<int>& groups) {
     std::int64_t b = 0;
     for (int g : groups) {
@@ -65,6 +113,80 @@ std::int64_t total_bytes(const Sharding& s, const std::vector<int>& groups) {
     return b;
 }
 
+// Where the real buffers live and die, as the plan says: which copy of its
+// shard groups' parameters each all-gather writes and each layer computes
+// with; which groups are transient (their all-gathers allocate the plan's
+// gathered memory) and which task last computes with each of their copies;
+// which flatten pass builds each reduce-scatter's input.
+void place_buffers(const sim::Plan& plan, Sharding& s, int layers) {
+    const auto& tasks = plan.tasks;
+    const std::size_t n = tasks.size();
+    std::vector<int> copies(s.groups.size(), 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& a = s.actions[i];
+        if (a.op != Sharding::Op::gather) continue;
+        bool allocates = false;
+        for (const sim::MemoryDelta& d : plan.memory_of(tasks[i]))
+            allocates = allocates || (d.category == sim::MemCategory::gathered && d.bytes > 0);
+        for (int g : a.groups) {
+            a.copies.push_back(copies[static_cast<std::size_t>(g)]++);
+            s.groups[static_cast<std::size_t>(g)].transient |= allocates;
+        }
+    }
+    for (std::size_t g = 0; g < s.groups.size(); ++g) s.groups[g].copies.resize(static_cast<std::size_t>(copies[g]));
+    // A layer computes with the copy of the latest all-gather before it; before
+    // the first, with the last of the step before (ZeRO 1/2 gather after the step).
+    std::vector<int> current(s.groups.size());
+    for (std::size_t g = 0; g < s.groups.size(); ++g) current[g] = copies[g] - 1;
+    std::vector<std::vector<int>> last_use(s.groups.size());
+    for (std::size_t g = 0; g < s.groups.size(); ++g) last_use[g].assign(static_cast<std::size_t>(copies[g]), -1);
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& a = s.actions[i];
+        if (a.op == Sharding::Op::gather) {
+            for (std::size_t k = 0; k < a.groups.size(); ++k)
+                current[static_cast<std::size_t>(a.groups[k])] = a.copies[k];
+        } else if ((a.op == Sharding::Op::forward || a.op == Sharding::Op::backward) && tasks[i].layer < layers) {
+            const int l = tasks[i].layer;
+            for (const int p : {2 * l, 2 * l + 1}) {
+                const auto g = static_cast<std::size_t>(s.loc[static_cast<std::size_t>(p)].group);
+                const int copy = current[g];
+                (p == 2 * l ? a.weight_copy : a.bias_copy) = copy;
+                if (copy >= 0) last_use[g][static_cast<std::size_t>(copy)] = static_cast<int>(i);
+            }
+        }
+    }
+    for (std::size_t g = 0; g < s.groups.size(); ++g) {
+        if (!s.groups[g].transient) continue;
+        for (std::size_t k = 0; k < last_use[g].size(); ++k)
+            if (last_use[g][k] >= 0)
+                s.actions[static_cast<std::size_t>(last_use[g][k])].release.push_back(
+                    {static_cast<int>(g), static_cast<int>(k)});
+    }
+    // A reduce-scatter's input: the flatten pass among its dependencies, past the division passes.
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& a = s.actions[i];
+        if (a.op != Sharding::Op::reduce_scatter) continue;
+        const auto deps = plan.deps_of(tasks[i]);
+        std::vector<int> todo(deps.begin(), deps.end());
+        while (!todo.empty()) {
+            const int j = todo.back();
+            todo.pop_back();
+            auto& from = s.actions[static_cast<std::size_t>(j)];
+            if (from.op == Sharding::Op::divide) {
+                const auto more = plan.deps_of(tasks[static_cast<std::size_t>(j)]);
+                todo.insert(todo.end(), more.begin(), more.end());
+            } else if (from.op == Sharding::Op::flatten) {
+                DTSIM_ASSERT(from.groups.empty(), fmt::format("flatten task {} feeds one reduce-scatter", j));
+                DTSIM_ASSERT(tasks[static_cast<std::size_t>(j)].bytes == 2 * total_bytes(s, a.groups),
+                             fmt::format("flatten task {} copies the {} bytes task {} reduce-scatters", j,
+                                         total_bytes(s, a.groups), i));
+                from.groups = a.groups;
+                a.flat_from = j;
+                break;
+            }
+        }
+    }
+}
 
 // All-gathers the groups' shards into `out` (full parameters by index).
 void gather_groups(const Sharding& s, const std::vector<int>& groups, runtime::Communicator& comm,
@@ -175,8 +297,7 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
         for (std::size_t i = 0; i < gr.params.size(); ++i)
             s->loc[static_cast<std::size_t>(gr.params[i])] = {static_cast<int>(g), gr.offsets[i]};
         const auto shard = static_cast<std::size_t>(gr.shard);
-        gr.param.assign(shard, 0.0f);
-        gr.grad.assign(shard, 0.0f);
+        gr.param.assign(shard, 0.0f);  // the gradient shard comes with the first reduction
         if (adam_) {
             gr.m.assign(shard, 0.0f);
             gr.v.assign(shard, 0.0f);
@@ -273,11 +394,12 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
     DTSIM_ASSERT(optimizer_seen, "the plan steps the optimizer");
     if (!s->gathers)
         for (const auto& g : s->groups) DTSIM_ASSERT(g.n == 1, "sharded parameters are all-gathered");
+    place_buffers(plan, *s, shape_.layers);
     sharding_ = std::move(s);
 }
 
 namespace {
-volatile float g_flatten_sink = 0;  // keeps the copies
+volatile float g_flatten_sink = 0;    // keeps the copies
 volatile float g_unit_factor = 1.0f;  // read at run time, so the multiply stays
 std::atomic<float> g_divide_sink{0};  // keeps the divisions (they run on the reductions' stream threads)
 }  // namespace
@@ -310,69 +432,72 @@ void MlpTrainer::flatten(std::int64_t bytes) {
     g_flatten_sink = flatten_into_[n / 2];
 }
 
+// The reduction of micro-step m sends that micro-step's gradient, or the sum
+// of all so far when only the last micro-step reduces (no_sync, stage 1).
+std::size_t MlpTrainer::first_reduced_micro_step(std::size_t m) const {
+    return sharding_->every_micro_step ? m : 0;
+}
+
 bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
     if (!sharding_) return false;
     Sharding& s = *sharding_;
     DTSIM_ASSERT(task >= 0 && task < static_cast<int>(s.actions.size()), "the task is the plan's");
     const sim::Task& t = s.tasks[task];
-    const Sharding::Action& a = s.actions[static_cast<std::size_t>(task)];
+    Sharding::Action& a = s.actions[static_cast<std::size_t>(task)];
     const auto m = static_cast<std::size_t>(t.micro_step);
-    // The gradient a reduction at micro-step m sends: that micro-step's, or the
-    // sum of all so far when only the last micro-step reduces (no_sync, stage 1).
-    const std::size_t from = s.every_micro_step ? m : 0;
-    auto grad_at = [&](int p, std::int64_t e) {
-        float g = 0;
-        for (std::size_t j = from; j <= m; ++j)
-            g += s.slots[j][static_cast<std::size_t>(p)][static_cast<std::size_t>(e)];
-        return g;
-    };
+    const std::size_t from = first_reduced_micro_step(m);
     const float inv = 1.0f / static_cast<float>(world_);
     switch (a.op) {
         case Sharding::Op::replay: return false;
         case Sharding::Op::nothing: return true;
-        case Sharding::Op::flatten: flatten(t.bytes / 2); return true;
-        case Sharding::Op::divide: divide_in_place(static_cast<std::int64_t>(t.flops)); return true;
-        case Sharding::Op::forward: forward(t.micro_step, t.layer); return true;
-        case Sharding::Op::backward: backward_into(t.micro_step, t.layer, s.slots[m]); return true;
-        case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;
-        case Sharding::Op::gather: gather_groups(s, a.groups, *comm, params_); return true;
-        case Sharding::Op::reduce_scatter: {
-            const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
-            DTSIM_ASSERT(comm->size() == n, "the reduce-scatter's group is the shard group");
-            std::int64_t count = 0;
-            for (int g : a.groups) count += s.groups[static_cast<std::size_t>(g)].shard;
-            std::vector<float> send(static_cast<std::size_t>(count * n), 0.0f), recv(static_cast<std::size_t>(count));
-            std::size_t at = 0;
-            for (int r = 0; r < n; ++r)
-                for (int g : a.groups) {
-                    const auto& gr = s.groups[static_cast<std::size_t>(g)];
-                    for_each_piece(
-                        gr, r * gr.shard, gr.shard, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
-                            for (std::int64_t e = 0; e < k; ++e)
-                                send[at + static_cast<std::size_t>(flat - r * gr.shard + e)] = grad_at(p, first + e);
-                        });
-                    at += static_cast<std::size_t>(gr.shard);
-                }
-            comm->reduce_scatter_sum(send.data(), recv.data(), count);
-            at = 0;
-            for (int g : a.groups) {
-                auto& gr = s.groups[static_cast<std::size_t>(g)];
-                for (std::size_t e = 0; e < gr.grad.size(); ++e) gr.grad[e] += recv[at + e] * inv;
-                at += gr.grad.size();
+        case Sharding::Op::flatten:
+            if (a.groups.empty()) {
+                flatten(t.bytes / 2);
+            } else {
+                // The unit's flat gradient (torch.cat of its views' gradients: a
+                // new tensor), its reduce-scatter's input. It is divided by the
+                // world size here, in the copy, so that the reduction averages;
+                // the plan's division passes run beside it at that size.
+                const auto size = static_cast<std::size_t>(t.bytes / 2 / 4);
+                if (fresh_gradients_ || a.flat.size() != size) a.flat = FreshFloats(size);
+                flat_gradient(s, a.groups, from, m, inv, a.flat.data());
             }
             return true;
+        case Sharding::Op::divide: divide_in_place(static_cast<std::int64_t>(t.flops)); return true;
+        case Sharding::Op::forward:
+        case Sharding::Op::backward: {
+            const int l = t.layer;
+            const bool model = l < shape_.layers;  // else the loss
+            const auto weight = model ? sharded_param(2 * l, a.weight_copy) : std::span<const float>();
+            if (a.op == Sharding::Op::forward)
+                forward_with(t.micro_step, l, weight, model ? sharded_param(2 * l + 1, a.bias_copy) : weight);
+            else
+                backward_into(t.micro_step, l, weight, s.slots[m]);
+            // FSDP's reshard, ZeRO-3's release: the copies last computed with are freed.
+            for (const auto& c : a.release)
+                s.groups[static_cast<std::size_t>(c.group)].copies[static_cast<std::size_t>(c.copy)] = {};
+            return true;
         }
+        case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;
+        case Sharding::Op::gather: all_gather(task, *comm); return true;
+        case Sharding::Op::reduce_scatter: reduce_scatter(task, *comm); return true;
         case Sharding::Op::allreduce: {
+            std::size_t total = 0;
+            for (int p : a.params) total += params_[static_cast<std::size_t>(p)].size();
             std::vector<float> flat;
+            flat.reserve(total);
             for (int p : a.params)
-                for (std::int64_t e = 0; e < static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
-                     ++e)
-                    flat.push_back(grad_at(p, e));
+                for (std::size_t e = 0; e < params_[static_cast<std::size_t>(p)].size(); ++e) {
+                    float g = 0;
+                    for (std::size_t j = from; j <= m; ++j) g += s.slots[j][static_cast<std::size_t>(p)][e];
+                    flat.push_back(g);
+                }
             comm->allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
             std::size_t at = 0;
             for (int p : a.params) {
                 const auto& l = s.loc[static_cast<std::size_t>(p)];
                 auto& gr = s.groups[static_cast<std::size_t>(l.group)];
+                begin_adding(gr);
                 const std::int64_t lo = gr.index * gr.shard,
                                    numel = static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
                 for (std::int64_t e = 0; e < numel; ++e) {
@@ -388,9 +513,114 @@ bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
     return false;
 }
 
+// Parameter p as a layer computes with it: a view of its group's all-gathered
+// `copy`, or params_ (no all-gather writes it, or ZeRO 1/2's first step,
+// before its first all-gather).
+std::span<const float> MlpTrainer::sharded_param(int p, int copy) const {
+    const auto pi = static_cast<std::size_t>(p);
+    if (copy < 0) return params_[pi];
+    const auto& l = sharding_->loc[pi];
+    const auto& gr = sharding_->groups[static_cast<std::size_t>(l.group)];
+    const FreshFloats& c = gr.copies[static_cast<std::size_t>(copy)];
+    if (c.empty()) {
+        DTSIM_ASSERT(!gr.transient, fmt::format("parameter {} is all-gathered before a layer computes with it", p));
+        return params_[pi];
+    }
+    return {c.data() + l.offset, params_[pi].size()};
+}
+
+// _all_gather_flat_param: each group's unsharded flat parameter allocated
+// afresh (_alloc_storage) when the plan frees it between uses, kept otherwise,
+// written by the all-gather; the layers then compute with views of it.
+void MlpTrainer::all_gather(int task, runtime::Communicator& comm) {
+    Sharding& s = *sharding_;
+    const Sharding::Action& a = s.actions[static_cast<std::size_t>(task)];
+    const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
+    DTSIM_ASSERT(comm.size() == n, "the all-gather's group is the shard group");
+    std::int64_t count = 0;
+    for (int g : a.groups) {
+        const auto& gr = s.groups[static_cast<std::size_t>(g)];
+        DTSIM_ASSERT(gr.n == n, "one all-gather, one shard group");
+        count += gr.shard;
+    }
+    const auto unsharded = [&](std::size_t k) -> float* {
+        auto& gr = s.groups[static_cast<std::size_t>(a.groups[k])];
+        auto& c = gr.copies[static_cast<std::size_t>(a.copies[k])];
+        const auto size = static_cast<std::size_t>(gr.shard * gr.n);
+        if (gr.transient || c.size() != size) c = FreshFloats(size);
+        return c.data();
+    };
+    if (a.groups.size() == 1) {
+        comm.allgather(s.groups[static_cast<std::size_t>(a.groups.front())].param.data(), unsharded(0), count);
+        return;
+    }
+    // Several groups in one call (ZeRO-3's tensors of a layer): their shards
+    // side by side, then each rank's pieces into each group's flat parameter.
+    FreshFloats send(static_cast<std::size_t>(count)), recv(static_cast<std::size_t>(count * n));
+    std::size_t at = 0;
+    for (int g : a.groups) {
+        const auto& p = s.groups[static_cast<std::size_t>(g)].param;
+        std::copy(p.begin(), p.end(), send.data() + at);
+        at += p.size();
+    }
+    comm.allgather(send.data(), recv.data(), count);
+    std::vector<float*> full(a.groups.size());
+    for (std::size_t k = 0; k < a.groups.size(); ++k) full[k] = unsharded(k);
+    at = 0;
+    for (int r = 0; r < n; ++r)
+        for (std::size_t k = 0; k < a.groups.size(); ++k) {
+            const std::int64_t shard = s.groups[static_cast<std::size_t>(a.groups[k])].shard;
+            std::copy_n(recv.data() + at, shard, full[k] + r * shard);
+            at += static_cast<std::size_t>(shard);
+        }
+}
+
+// _reduce_grad: the flat gradient reduce-scattered; the output, allocated
+// afresh (empty_like), becomes the rank's gradient shard, or is added to the
+// one kept from an earlier micro-step (_accumulate_sharded_grad).
+void MlpTrainer::reduce_scatter(int task, runtime::Communicator& comm) {
+    Sharding& s = *sharding_;
+    Sharding::Action& a = s.actions[static_cast<std::size_t>(task)];
+    const int n = s.groups[static_cast<std::size_t>(a.groups.front())].n;
+    DTSIM_ASSERT(comm.size() == n, "the reduce-scatter's group is the shard group");
+    std::int64_t count = 0;
+    for (int g : a.groups) count += s.groups[static_cast<std::size_t>(g)].shard;
+    const auto size = static_cast<std::size_t>(count * n);
+    FreshFloats built;
+    FreshFloats* input = &built;
+    if (a.flat_from >= 0) {
+        input = &s.actions[static_cast<std::size_t>(a.flat_from)].flat;
+        DTSIM_ASSERT(input->size() == size,
+                     fmt::format("flatten task {} built reduce-scatter task {}'s input", a.flat_from, task));
+    } else {
+        built = FreshFloats(size);
+        const auto m = static_cast<std::size_t>(s.tasks[task].micro_step);
+        flat_gradient(s, a.groups, first_reduced_micro_step(m), m, 1.0f / static_cast<float>(world_), built.data());
+    }
+    auto& first = s.groups[static_cast<std::size_t>(a.groups.front())];
+    if (a.groups.size() == 1 && !first.grad_set) {
+        if (fresh_gradients_ || first.grad.empty()) first.grad = FreshFloats(static_cast<std::size_t>(first.shard));
+        comm.reduce_scatter_sum(input->data(), first.grad.data(), count);
+        first.grad_set = true;
+    } else {
+        FreshFloats recv(static_cast<std::size_t>(count));
+        comm.reduce_scatter_sum(input->data(), recv.data(), count);
+        std::size_t at = 0;
+        for (int g : a.groups) {
+            auto& gr = s.groups[static_cast<std::size_t>(g)];
+            begin_adding(gr);
+            for (std::size_t e = 0; e < gr.grad.size(); ++e) gr.grad[e] += recv[at + e];
+            at += gr.grad.size();
+        }
+    }
+    // The unsharded gradient goes once reduced.
+    if (fresh_gradients_) *input = {};
+}
+
 void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
     Sharding& s = *sharding_;
-    if (!s.reductions)  // one rank: nothing reduced, every gradient is this rank's
+    for (auto& gr : s.groups) begin_adding(gr);  // a gradient nothing was reduced into: zero
+    if (!s.reductions)                           // one rank: nothing reduced, every gradient is this rank's
         for (auto& gr : s.groups)
             for_each_piece(gr, 0, gr.numel, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
                 for (const auto& slot : s.slots)
@@ -406,13 +636,16 @@ void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
         // One flat tensor per group, as FSDP's flat parameters and ZeRO's partitions.
         std::vector<AdamTensor> tensors;
         tensors.reserve(s.groups.size());
-        for (auto& gr : s.groups) tensors.push_back({gr.param, gr.grad, gr.m, gr.v});
+        for (auto& gr : s.groups) tensors.push_back({gr.param, gr.grad.span(), gr.m, gr.v});
         adam_step(tensors, ++adam_t_, lr_, impl);
     }
-    for (auto& gr : s.groups) std::fill(gr.grad.begin(), gr.grad.end(), 0.0f);
-    // zero_grad(set_to_none=True): the unsharded gradients are freed, and come
-    // back at their first write in backward (backward_into), under
-    // fresh_gradients; else kept and zeroed. The shards stay.
+    // zero_grad(set_to_none=True): the gradient shards and the unsharded
+    // gradients are freed under fresh_gradients (the latter come back at their
+    // first write in backward, backward_into); else kept, to be overwritten.
+    for (auto& gr : s.groups) {
+        gr.grad_set = false;
+        if (fresh_gradients_) gr.grad = {};
+    }
     for (auto& slot : s.slots)
         for (auto& g : slot) {
             if (fresh_gradients_)
@@ -421,11 +654,13 @@ void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
                 std::fill(g.begin(), g.end(), 0.0f);
         }
     if (s.gathers) {
-        // Stale until all-gathered again. torch frees them as it reshards and
-        // touches them no more; so does the torch allocator's run here. The
-        // default one poisons them, so that a missing all-gather fails the tests.
+        // A kept all-gathered copy (ZeRO 1/2's partition) is stale until its
+        // next all-gather. The default allocator poisons it, so that a missing
+        // all-gather fails the tests; torch does not touch it.
         if (!fresh_gradients_)
-            for (auto& p : params_) std::fill(p.begin(), p.end(), std::numeric_limits<float>::quiet_NaN());
+            for (auto& gr : s.groups)
+                if (!gr.transient)
+                    for (auto& c : gr.copies) std::fill_n(c.data(), c.size(), std::numeric_limits<float>::quiet_NaN());
     } else {
         for (const auto& gr : s.groups)
             for_each_piece(gr, 0, gr.numel, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {

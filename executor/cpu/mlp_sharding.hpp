@@ -5,10 +5,30 @@
 #include "cpu_backend.hpp"
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace dtsim::executor::cpu {
+
+// A float buffer allocated uninitialised, as torch.empty allocates: its pages
+// are first touched by whoever writes it, not by a zero fill.
+class FreshFloats {
+public:
+    FreshFloats() = default;
+    explicit FreshFloats(std::size_t n) : data_(new float[n]), size_(n) {}
+    float* data() { return data_.get(); }
+    const float* data() const { return data_.get(); }
+    std::size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    float& operator[](std::size_t i) { return data_[i]; }
+    std::span<float> span() { return {data_.get(), size_}; }
+
+private:
+    std::unique_ptr<float[]> data_;
+    std::size_t size_ = 0;
+};
 
 struct MlpTrainer::Sharding {
     // Parameters flattened in index order and padded to a multiple of `n`;
@@ -19,9 +39,23 @@ struct MlpTrainer::Sharding {
         std::vector<std::int64_t> offsets;  // of each parameter in the flat
         std::int64_t numel = 0;
         std::int64_t shard = 0;
-        int n = 1;                             // ranks it is sharded over
-        int index = 0;                         // this rank's shard
-        std::vector<float> param, grad, m, v;  // this rank's shard and its optimizer state
+        int n = 1;                       // ranks it is sharded over
+        int index = 0;                   // this rank's shard
+        std::vector<float> param, m, v;  // this rank's shard and its optimizer state
+        // This rank's shard of the averaged gradient. A reduction's output
+        // becomes it (FSDP's _saved_grad_shard) or adds to it once `grad_set`;
+        // zero_grad(set_to_none=True) frees it under fresh_gradients.
+        FreshFloats grad;
+        bool grad_set = false;
+        // The unsharded flat parameter (shard * n, padded), one copy per
+        // all-gather of the group in the plan (copies[k]: the k-th), so that an
+        // all-gather issued while layers still compute with the copy before it
+        // writes its own; the layers compute with views of it.
+        std::vector<FreshFloats> copies;
+        // Each copy allocated by its all-gather and freed after the last task
+        // that computes with it (FSDP's reshard, ZeRO-3's release: the plan's
+        // gathered memory); else kept and overwritten (ZeRO 1/2's partition).
+        bool transient = false;
     };
     struct Loc {
         int group = -1;
@@ -41,8 +75,20 @@ struct MlpTrainer::Sharding {
     };
     struct Action {
         Op op = Op::replay;
-        std::vector<int> groups;  // gathers and reduce-scatters
+        // Gathers and reduce-scatters: the shard groups they move; a flatten
+        // feeding a reduce-scatter: that reduce-scatter's.
+        std::vector<int> groups;
         std::vector<int> params;  // allreduces, in the bucket's order
+        std::vector<int> copies;  // a gather: which copy of each group it writes (Group::copies)
+        // A forward or backward: which copy of its weight's and its bias's
+        // groups it computes with (-1: params_, which no all-gather writes).
+        int weight_copy = -1, bias_copy = -1;
+        struct Copy {
+            int group = 0, copy = 0;
+        };
+        std::vector<Copy> release;  // transient copies this task is the last to compute with
+        int flat_from = -1;         // a reduce-scatter: the flatten task that built its input
+        FreshFloats flat;           // a flatten feeding a reduce-scatter: its input, built here
     };
 
     std::vector<Group> groups;

@@ -118,6 +118,14 @@ MlpTrainer::MlpTrainer(const models::Workload& w, const sim::Config& config, con
 }
 
 void MlpTrainer::forward(int micro_step, int layer) {
+    if (layer == shape_.layers)
+        forward_with(micro_step, layer, {}, {});
+    else
+        forward_with(micro_step, layer, params_[2 * static_cast<std::size_t>(layer)],
+                     params_[2 * static_cast<std::size_t>(layer) + 1]);
+}
+
+void MlpTrainer::forward_with(int micro_step, int layer, std::span<const float> weight, std::span<const float> bias) {
     const std::int64_t b = micro_batch_, W = shape_.width;
     const auto n = static_cast<std::size_t>(b * W);
     if (layer == 0) {
@@ -135,8 +143,8 @@ void MlpTrainer::forward(int micro_step, int layer) {
         return;
     }
     const auto li = static_cast<std::size_t>(layer);
-    const auto& weight = params_[2 * li];
-    const auto& bias = params_[2 * li + 1];
+    DTSIM_ASSERT(weight.size() == params_[2 * li].size() && bias.size() == params_[2 * li + 1].size(),
+                 fmt::format("layer {} computes with its whole parameters", layer));
     auto& y = acts_[li + 1];
     for (std::int64_t r = 0; r < b; ++r) std::copy(bias.begin(), bias.end(), y.begin() + r * W);
     const auto bi = static_cast<blasint>(b), wi = static_cast<blasint>(W);
@@ -147,11 +155,15 @@ void MlpTrainer::forward(int micro_step, int layer) {
 }
 
 void MlpTrainer::backward(int micro_step, int layer) {
-    backward_into(micro_step, layer, grads_);
+    backward_into(micro_step, layer,
+                  layer == shape_.layers ? std::span<const float>() : params_[2 * static_cast<std::size_t>(layer)],
+                  grads_);
 }
 
-// Accumulates the layer's parameter gradients into `grads` (by parameter index).
-void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vector<float>>& grads) {
+// Accumulates the layer's parameter gradients into `grads` (by parameter
+// index); `weight`: the layer's weight, as it computed with it.
+void MlpTrainer::backward_into(int micro_step, int layer, std::span<const float> weight,
+                               std::vector<std::vector<float>>& grads) {
     const std::int64_t b = micro_batch_, W = shape_.width;
     const auto n = static_cast<std::size_t>(b * W);
     if (layer == shape_.layers) {  // d(loss / accum) / d(prediction)
@@ -179,9 +191,11 @@ void MlpTrainer::backward_into(int micro_step, int layer, std::vector<std::vecto
         for (std::int64_t j = 0; j < W; ++j)
             db[static_cast<std::size_t>(j)] += grad_out_[static_cast<std::size_t>(r * W + j)];
     if (layer == 0) return;  // the input needs no gradient
+    DTSIM_ASSERT(weight.size() == params_[2 * li].size(),
+                 fmt::format("layer {} computes with its whole weight", layer));
     // dX[b, in] = dY[b, out] W[out, in]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi, wi, wi, 1.0f, grad_out_.data(), wi,
-                params_[2 * li].data(), wi, 0.0f, grad_tmp_.data(), wi);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bi, wi, wi, 1.0f, grad_out_.data(), wi, weight.data(), wi,
+                0.0f, grad_tmp_.data(), wi);
     std::swap(grad_out_, grad_tmp_);
 }
 
