@@ -16,6 +16,25 @@
 
 namespace dtsim::executor::cpu {
 
+// A vector whose new elements are left uninitialised on resize, as torch.empty
+// leaves a tensor: a fresh gradient's pages are first touched by the GEMM that
+// writes it (AccumulateGrad keeps that output), not by a zero fill before.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+    UninitAllocator() = default;
+    template <class U>
+    UninitAllocator(const UninitAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+using Gradient = std::vector<float, UninitAllocator<float>>;
+
 // Scratch buffers of one stream's thread, sized once for its largest task.
 struct Scratch {
     // On huge pages, as the calibration's buffers (profiler/huge_pages.hpp).
@@ -106,7 +125,8 @@ private:
     bool fresh_gradients_ = false;  // ExecOptions::fresh_gradients
     std::int64_t adam_t_ = 0;
     Batch batch_;
-    std::vector<std::vector<float>> params_, grads_, adam_m_, adam_v_;
+    std::vector<std::vector<float>> params_, adam_m_, adam_v_;
+    std::vector<Gradient> grads_;
     std::vector<std::vector<float>> acts_;  // acts_[l]: input of linear l; acts_[L]: prediction
     std::vector<float> grad_out_;           // gradient w.r.t. the current layer's output
     std::vector<float> grad_tmp_;
@@ -137,8 +157,7 @@ private:
     // The layer's forward and backward with these parameters: params_, or
     // views of their shard groups' all-gathered copies.
     void forward_with(int micro_step, int layer, std::span<const float> weight, std::span<const float> bias);
-    void backward_into(int micro_step, int layer, std::span<const float> weight,
-                       std::vector<std::vector<float>>& grads);
+    void backward_into(int micro_step, int layer, std::span<const float> weight, std::vector<Gradient>& grads);
     void sharded_step(sim::OptimizerImpl impl);
     std::size_t first_reduced_micro_step(std::size_t m) const;
     void all_gather(int task, runtime::Communicator& comm);

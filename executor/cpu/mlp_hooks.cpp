@@ -129,8 +129,8 @@ struct MlpTrainer::HookState {
     bool error_feedback = true, warm_start = true;
     std::vector<Bucket> buckets;
     const std::vector<sim::BucketInfo>* infos = nullptr;  // the plan's (it outlives the trainer), by index
-    std::vector<Pass> pass;              // by plan task
-    std::vector<int> pass_bucket;        // by plan task: the bucket a cast or decompress is of
+    std::vector<Pass> pass;                               // by plan task
+    std::vector<int> pass_bucket;                         // by plan task: the bucket a cast or decompress is of
 };
 
 namespace {

@@ -461,6 +461,13 @@ bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
                 const auto size = static_cast<std::size_t>(t.bytes / 2 / 4);
                 if (fresh_gradients_ || a.flat.size() != size) a.flat = FreshFloats(size);
                 flat_gradient(s, a.groups, from, m, inv, a.flat.data());
+                // The views' gradients go once concatenated (under the torch
+                // allocator), so that the next unit's come from the memory they free.
+                if (fresh_gradients_)
+                    for (int g : a.groups)
+                        for (int p : s.groups[static_cast<std::size_t>(g)].params)
+                            for (std::size_t j = from; j <= m; ++j)
+                                Gradient().swap(s.slots[j][static_cast<std::size_t>(p)]);
             }
             return true;
         case Sharding::Op::divide: divide_in_place(static_cast<std::int64_t>(t.flops)); return true;
@@ -649,7 +656,7 @@ void MlpTrainer::sharded_step(sim::OptimizerImpl impl) {
     for (auto& slot : s.slots)
         for (auto& g : slot) {
             if (fresh_gradients_)
-                std::vector<float>().swap(g);
+                Gradient().swap(g);
             else
                 std::fill(g.begin(), g.end(), 0.0f);
         }

@@ -92,13 +92,13 @@ struct MlpTrainer::Sharding {
     };
 
     std::vector<Group> groups;
-    std::vector<Loc> loc;                                // by parameter index
-    const sim::Task* tasks = nullptr;                    // the plan's tasks
-    std::vector<Action> actions;                         // by task index
-    std::vector<std::vector<std::vector<float>>> slots;  // full gradients by micro-step
-    bool every_micro_step = false;  // reductions each micro-step; else the last reduces all micro-steps' sum
-    bool reductions = false;        // the plan reduces gradients (more than one rank)
-    bool gathers = false;           // full parameters come from all-gathers; else written back from shards
+    std::vector<Loc> loc;                      // by parameter index
+    const sim::Task* tasks = nullptr;          // the plan's tasks
+    std::vector<Action> actions;               // by task index
+    std::vector<std::vector<Gradient>> slots;  // full gradients by micro-step
+    bool every_micro_step = false;             // reductions each micro-step; else the last reduces all micro-steps' sum
+    bool reductions = false;                   // the plan reduces gradients (more than one rank)
+    bool gathers = false;                      // full parameters come from all-gathers; else written back from shards
 };
 
 }  // namespace dtsim::executor::cpu

@@ -106,8 +106,9 @@ MlpTrainer::MlpTrainer(const models::Workload& w, const sim::Config& config, con
     grads_.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) grads_[i].assign(params_[i].size(), 0.0f);
     if (adam_) {
-        adam_m_ = grads_;
-        adam_v_ = grads_;
+        adam_m_.resize(params_.size());
+        for (std::size_t i = 0; i < params_.size(); ++i) adam_m_[i].assign(params_[i].size(), 0.0f);
+        adam_v_ = adam_m_;
     }
     const auto act = static_cast<std::size_t>(micro_batch_ * shape_.width);
     acts_.assign(static_cast<std::size_t>(shape_.layers) + 1, std::vector<float>(act, 0.0f));
@@ -162,8 +163,7 @@ void MlpTrainer::backward(int micro_step, int layer) {
 
 // Accumulates the layer's parameter gradients into `grads` (by parameter
 // index); `weight`: the layer's weight, as it computed with it.
-void MlpTrainer::backward_into(int micro_step, int layer, std::span<const float> weight,
-                               std::vector<std::vector<float>>& grads) {
+void MlpTrainer::backward_into(int micro_step, int layer, std::span<const float> weight, std::vector<Gradient>& grads) {
     const std::int64_t b = micro_batch_, W = shape_.width;
     const auto n = static_cast<std::size_t>(b * W);
     if (layer == shape_.layers) {  // d(loss / accum) / d(prediction)
@@ -179,14 +179,16 @@ void MlpTrainer::backward_into(int micro_step, int layer, std::span<const float>
             if (acts_[li + 1][i] <= 0.0f) grad_out_[i] = 0.0f;
     auto& dw = grads[2 * li];
     auto& db = grads[2 * li + 1];
-    // A freed gradient (fresh_gradients) comes back at its first write, from
-    // the allocator: with glibc's defaults, new pages whose first touch is here.
-    if (dw.empty()) dw.assign(params_[2 * li].size(), 0.0f);
+    // A freed gradient (fresh_gradients) comes back as the GEMM's output, which
+    // AccumulateGrad keeps as the first gradient: from the allocator, with
+    // glibc's defaults new pages whose first touch is the GEMM's write.
+    const bool fresh = dw.empty();
+    if (fresh) dw.resize(params_[2 * li].size());
     if (db.empty()) db.assign(params_[2 * li + 1].size(), 0.0f);
     const auto bi = static_cast<blasint>(b), wi = static_cast<blasint>(W);
-    // dW[out, in] += dY^T[out, b] X[b, in]; db += column sums of dY.
+    // dW[out, in] (+)= dY^T[out, b] X[b, in]; db += column sums of dY.
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wi, wi, bi, 1.0f, grad_out_.data(), wi, acts_[li].data(), wi,
-                1.0f, dw.data(), wi);
+                fresh ? 0.0f : 1.0f, dw.data(), wi);
     for (std::int64_t r = 0; r < b; ++r)
         for (std::int64_t j = 0; j < W; ++j)
             db[static_cast<std::size_t>(j)] += grad_out_[static_cast<std::size_t>(r * W + j)];
@@ -267,7 +269,7 @@ void MlpTrainer::optimizer_step(sim::OptimizerImpl impl) {
     for (auto& v : grad_views_) v = {};
     for (auto& g : grads_) {
         if (fresh_gradients_)
-            std::vector<float>().swap(g);
+            Gradient().swap(g);
         else
             std::fill(g.begin(), g.end(), 0.0f);
     }

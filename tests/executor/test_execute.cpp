@@ -40,7 +40,7 @@ sim::Config mlp_config(int ranks, std::int64_t micro_batch, int grad_accum, sim:
 }
 
 ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim::Plan** plan_out = nullptr,
-               runtime::CommBackend transport = runtime::CommBackend::mpi) {
+               runtime::CommBackend transport = runtime::CommBackend::mpi, bool fresh_gradients = false) {
     static sim::Plan plan;
     static models::Workload w;
     w = sim::build_workload(c);
@@ -50,6 +50,7 @@ ExecResult run(const sim::Config& c, Mode mode, int steps, double lr, const sim:
     o.steps = steps;
     o.learning_rate = lr;
     o.transport = transport;
+    o.fresh_gradients = fresh_gradients;
     if (plan_out) *plan_out = &plan;
     return executor::execute(plan, w, c, o);
 }
@@ -118,26 +119,31 @@ TEST_CASE("train mode equals a plain reference MLP on the same batch", "[executo
     // Adam as torch runs it: foreach (the plan's default), the for-loop and fused.
     const std::vector<std::vector<std::pair<std::string, std::string>>> adam_impls = {
         {}, {{"foreach", "false"}}, {{"fused", "true"}}};
-    for (int accum : {1, 2})
-        for (auto opt : {sim::OptimizerKind::sgd, sim::OptimizerKind::adam})
-            for (const auto& impl : adam_impls) {
-                if (opt == sim::OptimizerKind::sgd && !impl.empty()) continue;
-                INFO("grad_accum " << accum << ", " << sim::to_string(opt)
-                                   << (impl.empty() ? "" : ", " + impl[0].first));
-                auto c = mlp_config(1, 8, accum, opt);
-                c.knobs = impl;
-                const double lr = opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
-                const ExecResult r = run(c, Mode::train, 5, lr);
-                const auto w = sim::build_workload(c);
-                const auto ref = test::reference_train(w, 8 * accum, 5, lr, opt == sim::OptimizerKind::adam, 1);
-                REQUIRE(r.parameters.size() == ref.params.size());
-                for (std::size_t p = 0; p < ref.params.size(); ++p) {
-                    INFO("parameter " << p);
-                    CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) <
-                          test::parameter_tolerance(opt == sim::OptimizerKind::adam));
+    // fresh_gradients (--allocator torch): each step's gradients come
+    // uninitialised from the allocator, and the first write must assign.
+    for (const bool fresh : {false, true})
+        for (int accum : {1, 2})
+            for (auto opt : {sim::OptimizerKind::sgd, sim::OptimizerKind::adam})
+                for (const auto& impl : adam_impls) {
+                    if (opt == sim::OptimizerKind::sgd && !impl.empty()) continue;
+                    INFO("grad_accum " << accum << ", " << sim::to_string(opt)
+                                       << (impl.empty() ? "" : ", " + impl[0].first)
+                                       << (fresh ? ", fresh gradients" : ""));
+                    auto c = mlp_config(1, 8, accum, opt);
+                    c.knobs = impl;
+                    const double lr = opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
+                    const ExecResult r = run(c, Mode::train, 5, lr, nullptr, runtime::CommBackend::mpi, fresh);
+                    const auto w = sim::build_workload(c);
+                    const auto ref = test::reference_train(w, 8 * accum, 5, lr, opt == sim::OptimizerKind::adam, 1);
+                    REQUIRE(r.parameters.size() == ref.params.size());
+                    for (std::size_t p = 0; p < ref.params.size(); ++p) {
+                        INFO("parameter " << p);
+                        CHECK(test::max_relative_diff(r.parameters[p], ref.params[p]) <
+                              test::parameter_tolerance(opt == sim::OptimizerKind::adam));
+                    }
+                    for (std::size_t s = 0; s < ref.loss.size(); ++s)
+                        CHECK(r.loss[s] == Approx(ref.loss[s]).epsilon(1e-5));
                 }
-                for (std::size_t s = 0; s < ref.loss.size(); ++s) CHECK(r.loss[s] == Approx(ref.loss[s]).epsilon(1e-5));
-            }
 }
 
 TEST_CASE("the executor rejects what it cannot run", "[executor]") {

@@ -61,7 +61,7 @@ sim::Config config_of(const Case& k, int world, std::int64_t micro_batch) {
 }
 
 ExecResult execute(const sim::Config& c, Mode mode, int steps, double lr,
-                   runtime::CommBackend transport = runtime::CommBackend::mpi) {
+                   runtime::CommBackend transport = runtime::CommBackend::mpi, bool fresh_gradients = false) {
     const auto w = sim::build_workload(c);
     const auto plan = sim::lower(w, c);
     ExecOptions o;
@@ -69,6 +69,7 @@ ExecResult execute(const sim::Config& c, Mode mode, int steps, double lr,
     o.mode = mode;
     o.steps = steps;
     o.learning_rate = lr;
+    o.fresh_gradients = fresh_gradients;
     return executor::execute(plan, w, c, o);
 }
 
@@ -85,13 +86,17 @@ bool identical_on_all_ranks(const std::vector<std::vector<float>>& params) {
 }
 
 // Trains `k` for 5 steps on `world` ranks and compares with the reference.
-void check_equals_reference(const Case& k, int world, runtime::CommBackend transport = runtime::CommBackend::mpi) {
-    INFO(describe(k) << " over " << runtime::to_string(transport));
+// `fresh_gradients`: as under --allocator torch, where gradients, their
+// shards and the unsharded parameters come uninitialised from the allocator
+// (often memory an earlier step freed) and every first write must assign.
+void check_equals_reference(const Case& k, int world, runtime::CommBackend transport = runtime::CommBackend::mpi,
+                            bool fresh_gradients = false) {
+    INFO(describe(k) << " over " << runtime::to_string(transport) << (fresh_gradients ? ", fresh gradients" : ""));
     constexpr std::int64_t micro_batch = 4;
     constexpr int steps = 5;
     const auto c = config_of(k, world, micro_batch);
     const double lr = k.opt == sim::OptimizerKind::sgd ? 0.1 : 1e-3;
-    const ExecResult r = execute(c, Mode::train, steps, lr, transport);
+    const ExecResult r = execute(c, Mode::train, steps, lr, transport, fresh_gradients);
     CHECK(r.mode == Mode::train);
     CHECK(identical_on_all_ranks(r.parameters));
     const auto w = sim::build_workload(c);
@@ -131,7 +136,8 @@ TEST_CASE("train mode: FSDP and ZeRO on one rank equal the reference MLP", "[exe
         {"fsdp", {{"sharding_strategy", "HYBRID_SHARD"}}, 1, sim::OptimizerKind::sgd},
         {"deepspeed", {{"stage", "2"}, {"use_multi_rank_bucket_allreduce", "false"}}, 1, sim::OptimizerKind::sgd},
     };
-    for (const auto& k : cases) check_equals_reference(k, 1);
+    for (const bool fresh : {false, true})
+        for (const auto& k : cases) check_equals_reference(k, 1, runtime::CommBackend::mpi, fresh);
 }
 
 TEST_CASE("train mode names the sharded configurations it cannot run and replay runs them", "[executor]") {
@@ -215,6 +221,8 @@ TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks id
     // gloo runs the reduce-scatters as torch's ProcessGroupGloo does (an allreduce of the whole buffer).
     for (const auto transport : {runtime::CommBackend::mpi, runtime::CommBackend::gloo})
         for (const auto& k : cases) check_equals_reference(k, world, transport);
+    // As `execute --backend gloo --allocator torch` runs them.
+    for (const auto& k : cases) check_equals_reference(k, world, runtime::CommBackend::gloo, true);
     // On two ranks DeepSpeed's per-owner reduces are in the plan: train mode names them, replay runs them.
     const auto per_owner =
         config_of({"deepspeed", {{"stage", "2"}, {"use_multi_rank_bucket_allreduce", "false"}}}, world, 4);
