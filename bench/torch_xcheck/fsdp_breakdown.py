@@ -8,7 +8,9 @@ CAL.json: a gloo calibration of this machine with torch's GEMM points, as stepti
 it minutes before (the machine drifts; an older one compares two states of it). Same model and settings as
 steptime.py's FSDP cases: nn.Sequential of Linear+ReLU, each Linear a unit, batch 64 per rank, SGD, MSELoss, fp32,
 2 ranks over gloo, one intra-op thread, zero_grad(set_to_none=True). For FULL_SHARD and SHARD_GRAD_OP it prints,
-for torch (unprofiled: wrappers around FSDP's own calls, timed with perf_counter) and for dtsim (`simulate --trace`):
+for torch (unprofiled: wrappers around FSDP's own calls, timed with perf_counter), for dtsim's executor running the
+same step for real (`execute --backend gloo --allocator torch --mode train --trace`) and for dtsim's simulator
+(`simulate --trace`):
 
 - forward: the all-gathers, and the rest (the layers, FSDP's hooks, the loss);
 - backward: the all-gathers, the reduce-scatters (clone, allreduce and chunk copy on gloo), and the rest (the
@@ -17,8 +19,9 @@ for torch (unprofiled: wrappers around FSDP's own calls, timed with perf_counter
 - torch only: its page faults a step by phase, FSDP's hooks outside their collectives, and the Linear forwards in
   the step against the same GEMMs warm right after it (weights cold in cache against warm).
 
-torch's figures are medians over steps 5-12 of each rank, then the mean of the two ranks. A collective's time in
-torch includes waiting for the other rank; dtsim's includes its straggler wait.
+torch's and the executor's figures are medians over steps 5-12 of each rank, then the mean of the two ranks. A
+collective's time in torch and in the executor includes waiting for the other rank; the simulator's includes its
+straggler wait.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import argparse
 import datetime
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -145,24 +149,64 @@ def torch_parts(ranks_rows: list[list[dict]], warmup: int) -> dict[str, float]:
     return out
 
 
-def dtsim_parts(dtsim: str, hardware: str, a, sharding: str, workdir: str) -> dict[str, float]:
-    """The same parts from dtsim's trace of one rank (pid 0), in ms."""
-    cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
-           "--gpus-per-node", "2", "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
-           "--strategy", "fsdp", "--set", f"sharding_strategy={sharding}", "--set", "auto_wrap_policy=size",
-           "--set", f"min_num_params={a.width * a.width}"]
-    out, events, _ = simulated_step(cmd, os.path.join(workdir, f"{sharding}.json"))
+def trace_parts(events: list[dict], start: float, step: float) -> dict[str, float]:
+    """One rank's step from a dtsim trace (EVENTS, its complete events; the step starts at START and lasts STEP ms):
+    forward ends with its last forward task, backward where the optimizer starts; the collectives by phase."""
+    forward_end = max((e["ts"] + e["dur"]) / 1e3 for e in events if e["args"].get("phase") == "forward") - start
+    optimizer = [e["ts"] / 1e3 - start for e in events if e["args"].get("phase") == "optimizer"]
+    backward_end = min(optimizer) if optimizer else step
+    out = {"step": step, "forward": forward_end, "backward": backward_end - forward_end,
+           "optimizer": step - backward_end}
     for e in events:
         name = e["name"]
         kind = ("all-gathers" if name.startswith("allgather") else
                 "reduce-scatters" if name.startswith("reduce_scatter") else None)
         if kind:
-            where = "forward" if e["ts"] / 1e3 < out["forward"] else "backward"
+            where = "forward" if e["ts"] / 1e3 - start < forward_end else "backward"
             out[f"{where} {kind}"] = out.get(f"{where} {kind}", 0.0) + e["dur"] / 1e3
     out["forward rest"] = out["forward"] - out.get("forward all-gathers", 0.0)
     out["backward rest"] = out["backward"] - out.get("backward all-gathers", 0.0) - out.get(
         "backward reduce-scatters", 0.0)
     return out
+
+
+def model_args(a, sharding: str) -> list[str]:
+    """The case as dtsim's commands take it: steptime.py's FSDP case, one unit a Linear."""
+    return ["--model", f"mlp-{a.layers}x{a.width}", "--micro-batch", str(a.batch), "--precision", "fp32",
+            "--optimizer", "sgd", "--strategy", "fsdp", "--set", f"sharding_strategy={sharding}", "--set",
+            "auto_wrap_policy=size", "--set", f"min_num_params={a.width * a.width}"]
+
+
+def dtsim_parts(dtsim: str, hardware: str, a, sharding: str, workdir: str) -> dict[str, float]:
+    """The same parts from dtsim's trace of one rank (pid 0), in ms."""
+    cmd = [dtsim, "simulate", "--hardware", hardware, "--nodes", "1", "--gpus-per-node", "2"] + model_args(a, sharding)
+    out, events, _ = simulated_step(cmd, os.path.join(workdir, f"{sharding}.json"))
+    return trace_parts(events, 0.0, out["step"])
+
+
+def executed_parts(dtsim: str, a, sharding: str, workdir: str) -> dict[str, float] | None:
+    """The same parts from dtsim's executor running the step on 2 ranks as torch's allocator would (its trace: each
+    rank's steps after warm-up), or None where it failed."""
+    trace = os.path.join(workdir, f"{sharding}-executed.json")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
+    cmd = ["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtsim, "execute", "--backend", "gloo",
+           "--allocator", "torch", "--mode", "train", "--steps", str(a.steps), "--format", "json",
+           "--trace", trace] + model_args(a, sharding)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(f"dtsim execute failed for {sharding}: {r.stderr.strip()[-300:]}", file=sys.stderr)
+        return None
+    with open(trace) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ranks_rows = []
+    for rank in sorted({e["pid"] for e in events}):
+        rows = []
+        for s in range(a.steps):
+            ev = [e for e in events if e["pid"] == rank and e["args"].get("step") == s]
+            start = min(e["ts"] for e in ev) / 1e3
+            rows.append(trace_parts(ev, start, max(e["ts"] + e["dur"] for e in ev) / 1e3 - start))
+        ranks_rows.append(rows)
+    return rank_medians(ranks_rows, 4)
 
 
 PARTS = [("forward all-gathers", "forward: all-gathers"), ("forward rest", "forward: the rest"),
@@ -203,12 +247,15 @@ def main() -> int:
             print(f"torch: FSDP {sharding}", file=sys.stderr)
             ranks_rows = spawn_with_retry(worker, (a.layers, a.width, a.batch, sharding, a.steps), 2, "rows.json")
             t = torch_parts(ranks_rows, 4)
+            print(f"dtsim execute: FSDP {sharding}", file=sys.stderr)
+            x = executed_parts(a.dtsim, a, sharding, workdir)
             d = dtsim_parts(a.dtsim, a.hardware, a, sharding, workdir)
-            lines += [f"**{sharding}**", "", "| part | torch (ms) | dtsim (ms) | dtsim - torch (ms) |",
-                      "|---|---:|---:|---:|"]
+            lines += [f"**{sharding}**", "", "| part | torch (ms) | dtsim execute (ms) | execute - torch (ms) | "
+                      "dtsim simulate (ms) | simulate - torch (ms) |", "|---|---:|---:|---:|---:|---:|"]
             for key, label in PARTS:
                 tv, dv = t.get(key, 0.0), d.get(key, 0.0)
-                lines.append(f"| {label} | {tv:.1f} | {dv:.1f} | {dv - tv:+.1f} |")
+                xv = f"{x.get(key, 0.0):.1f} | {x.get(key, 0.0) - tv:+.1f}" if x else "failed | "
+                lines.append(f"| {label} | {tv:.1f} | {xv} | {dv:.1f} | {dv - tv:+.1f} |")
             lines.append("")
             notes.append(
                 f"- {sharding}, torch only: page faults a step {t['faults forward']:.0f} MiB in forward, "
