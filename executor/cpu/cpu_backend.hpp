@@ -51,6 +51,18 @@ void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, 
                   const std::string& file);
 void release_scratch(Scratch& s);
 
+// How replay runs a collective task: the communicator call the calibration
+// measured for its kind and element type. An fp16 allreduce sums halves
+// (Communicator::allreduce_sum(Half*), the calibration's fp16 curve); every
+// other collective moves its bytes as floats, as the cost model prices
+// element types it has no curve for.
+struct CollectiveCall {
+    calib::CollectiveKind kind = calib::CollectiveKind::allreduce;
+    bool half = false;       // elements are halves (2 bytes), else floats
+    std::int64_t count = 0;  // elements over the whole group (at least 1)
+};
+CollectiveCall collective_call(const sim::Task& t);
+
 // Replays one task's work. `comm`: the task's group communicator (collectives only).
 void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Task& t, Scratch& s,
                  runtime::Communicator* comm);

@@ -70,6 +70,12 @@ void file_io(const sim::Task& t, Scratch& s) {
 
 }  // namespace
 
+CollectiveCall collective_call(const sim::Task& t) {
+    DTSIM_ASSERT(t.kind == TaskKind::collective, "a collective task");
+    const bool half = t.collective == calib::CollectiveKind::allreduce && t.dtype == DType::fp16;
+    return {t.collective, half, half ? std::max<std::int64_t>(1, t.bytes / 2) : floats_of(t.bytes)};
+}
+
 void size_scratch(Scratch& s, const sim::Plan& plan, const models::Workload& w, int stream, int world,
                   const std::string& file) {
     std::int64_t a = 0, b = 0, c = 0, mem = 0, comm = 0, comm_out = 0, io = 0;
@@ -164,10 +170,17 @@ void replay_task(const sim::Plan& plan, const models::Workload& w, const sim::Ta
             return;
         case TaskKind::collective: {
             DTSIM_ASSERT(comm != nullptr, "a collective runs on its group's communicator");
-            const std::int64_t count = floats_of(t.bytes);
+            const CollectiveCall call = collective_call(t);
+            const std::int64_t count = call.count;
             const std::int64_t per_rank = std::max<std::int64_t>(1, count / comm->size());
             float* data = s.comm.data();
-            switch (t.collective) {
+            if (call.half) {
+                // The scratch holds the task's bytes (size_scratch): as halves, twice as many elements.
+                static_assert(sizeof(runtime::Half) == 2);
+                comm->allreduce_sum(reinterpret_cast<runtime::Half*>(data), count);
+                return;
+            }
+            switch (call.kind) {
                 case calib::CollectiveKind::allreduce: comm->allreduce_sum(data, count); break;
                 case calib::CollectiveKind::reduce_scatter:
                     comm->reduce_scatter_sum(data, s.comm_out.data(), per_rank);

@@ -239,3 +239,25 @@ TEST_CASE("2 ranks: fp16/bf16 compression and PowerSGD train within their stated
     if (print) WARN("powerSGD full rank: relative max-norm difference " << err);
     CHECK(err <= 1e-4);
 }
+
+TEST_CASE("replay runs each collective as the calibration measured it: an fp16 allreduce sums halves", "[executor]") {
+    // The cost model prices an fp16 allreduce with the calibration's fp16 curve
+    // (Communicator::allreduce_sum(Half*)), and element types without a curve
+    // at the fp32 rate of their bytes; replay must run what was priced.
+    for (const std::string hook : {"fp16_compress", "bf16_compress", ""}) {
+        INFO("comm_hook " << (hook.empty() ? "none" : hook));
+        const auto c = config_of(2, hook.empty() ? Knobs{} : Knobs{{"comm_hook", hook}}, sim::OptimizerKind::sgd);
+        const auto w = sim::build_workload(c);
+        const auto plan = sim::lower(w, c);
+        int collectives = 0;
+        for (const auto& t : plan.tasks) {
+            if (t.kind != sim::TaskKind::collective) continue;
+            ++collectives;
+            const cpu::CollectiveCall call = cpu::collective_call(t);
+            CHECK(call.kind == t.collective);
+            CHECK(call.half == (hook == "fp16_compress"));
+            CHECK(call.count * (call.half ? 2 : 4) == t.bytes);
+        }
+        CHECK(collectives > 0);
+    }
+}
