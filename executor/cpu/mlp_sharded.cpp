@@ -65,6 +65,22 @@ void for_each_piece(const Sharding::Group& g, std::int64_t begin, std::int64_t c
     }
 }
 
+// dst[0, k) = `scale` x the sum of micro-steps [from, m]'s gradients of
+// parameter p, from its element `first`.
+void summed_gradient(const Sharding& s, int p, std::int64_t first, std::int64_t k, std::size_t from, std::size_t m,
+                     float scale, float* dst) {
+    for (std::size_t j = from; j <= m; ++j) {
+        const auto& grad = s.slots[j][static_cast<std::size_t>(p)];
+        DTSIM_ASSERT(static_cast<std::int64_t>(grad.size()) >= first + k,
+                     "a reduced gradient was computed in backward");
+        const float* src = grad.data() + first;
+        if (j == from)
+            for (std::int64_t e = 0; e < k; ++e) dst[e] = src[e] * scale;
+        else
+            for (std::int64_t e = 0; e < k; ++e) dst[e] += src[e] * scale;
+    }
+}
+
 // The groups' flat gradient as a reduce-scatter sends it (rank-major: rank r's
 // shard of each group in turn): micro-steps [from, m]'s gradients summed and
 // multiplied by `scale`, the padding zero.
@@ -77,17 +93,7 @@ void flat_gradient(const Sharding& s, const std::vector<int>& groups, std::size_
             const auto& gr = s.groups[static_cast<std::size_t>(g)];
             const std::int64_t begin = r * gr.shard;
             for_each_piece(gr, begin, gr.shard, [&](int p, std::int64_t first, std::int64_t flat, std::int64_t k) {
-                float* dst = out + at + static_cast<std::size_t>(flat - begin);
-                for (std::size_t j = from; j <= m; ++j) {
-                    const auto& grad = s.slots[j][static_cast<std::size_t>(p)];
-                    DTSIM_ASSERT(static_cast<std::int64_t>(grad.size()) >= first + k,
-                                 "a reduced gradient was computed in backward");
-                    const float* src = grad.data() + first;
-                    if (j == from)
-                        for (std::int64_t e = 0; e < k; ++e) dst[e] = src[e] * scale;
-                    else
-                        for (std::int64_t e = 0; e < k; ++e) dst[e] += src[e] * scale;
-                }
+                summed_gradient(s, p, first, k, from, m, scale, out + at + static_cast<std::size_t>(flat - begin));
             });
             const std::int64_t real = std::clamp<std::int64_t>(gr.numel - begin, 0, gr.shard);
             std::fill(out + at + static_cast<std::size_t>(real), out + at + static_cast<std::size_t>(gr.shard), 0.0f);
@@ -491,14 +497,13 @@ bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
         case Sharding::Op::allreduce: {
             std::size_t total = 0;
             for (int p : a.params) total += params_[static_cast<std::size_t>(p)].size();
-            std::vector<float> flat;
-            flat.reserve(total);
-            for (int p : a.params)
-                for (std::size_t e = 0; e < params_[static_cast<std::size_t>(p)].size(); ++e) {
-                    float g = 0;
-                    for (std::size_t j = from; j <= m; ++j) g += s.slots[j][static_cast<std::size_t>(p)][e];
-                    flat.push_back(g);
-                }
+            FreshFloats flat(total);
+            std::size_t filled = 0;
+            for (int p : a.params) {
+                const auto numel = static_cast<std::int64_t>(params_[static_cast<std::size_t>(p)].size());
+                summed_gradient(s, p, 0, numel, from, m, 1.0f, flat.data() + filled);
+                filled += static_cast<std::size_t>(numel);
+            }
             comm->allreduce_sum(flat.data(), static_cast<std::int64_t>(flat.size()));
             std::size_t at = 0;
             for (int p : a.params) {
