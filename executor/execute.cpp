@@ -70,12 +70,13 @@ struct GroupComm {
 
 class Comms {
 public:
-    Comms(const sim::Plan& plan, const sim::Config& config, int rank, runtime::CommBackend transport) {
+    Comms(const sim::Plan& plan, const sim::Config& config, int rank, runtime::CommBackend transport,
+          runtime::HalfSum half_sum) {
         for (const auto& [s, g] : communicator_keys(plan)) {
             GroupComm& c = comms_[{s, g}];
             MPI_Comm_split(MPI_COMM_WORLD, group_color(plan, g, config, rank), rank, &c.mpi);
             runtime::prepare_peer_wait(c.mpi);  // here, in order on one thread, not in the stream threads' steps
-            c.comm = runtime::make_communicator(transport, c.mpi);
+            c.comm = runtime::make_communicator(transport, c.mpi, half_sum);
         }
     }
     ~Comms() { close(); }
@@ -151,7 +152,7 @@ public:
         : plan_(plan),
           w_(w),
           options_(options),
-          comms_(plan, config, rank, options.transport),
+          comms_(plan, config, rank, options.transport, options.half_sum),
           rank_(rank),
           world_(world),
           inject_(inject) {

@@ -42,6 +42,11 @@ runtime::CommBackend transport_of(const calib::Calibration& c) {
     return c.provenance.gloo_collectives() ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
 }
 
+runtime::HalfSum half_sum_of(const calib::Calibration& c) {
+    return c.provenance.half_sum == runtime::to_string(runtime::HalfSum::gloo) ? runtime::HalfSum::gloo
+                                                                                : runtime::HalfSum::c10;
+}
+
 calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressFn& progress,
                                  const std::function<void(std::string_view)>& report) {
     int rank = 0, size = 1;
@@ -61,9 +66,14 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     c.provenance.backend = cpu_backend_name(o.transport);
     c.provenance.world_size = size;
     c.provenance.sampling = describe(policy);
+    if (gloo) c.provenance.half_sum = runtime::to_string(o.half_sum);
     c.provenance.notes =
         fmt::format("{}{}; OpenBLAS {}; OPENBLAS_CORETYPE={}; one BLAS thread per rank; {} run", host.mpi,
-                    gloo ? "; collectives over gloo (TCP, as torch's ProcessGroupGloo)" : "", host.blas,
+                    !gloo                              ? ""
+                    : o.half_sum == runtime::HalfSum::c10 ? "; collectives over gloo (TCP, as torch's ProcessGroupGloo)"
+                                                       : "; collectives over gloo (TCP, as torch's ProcessGroupGloo; "
+                                                         "fp16 sums in gloo::float16, as torch before 2.8)",
+                    host.blas,
                     host.openblas_coretype.empty() ? "unset" : host.openblas_coretype, o.quick ? "quick" : "full");
 
     // Every rank measures at once, as ranks share the machine in training; rank 0 reports.
@@ -97,7 +107,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
         sweep.factor = o.quick ? 4 : 2;
         sweep.extra_sizes = o.targets.collective_sizes;
         sweep.fp16_allreduce = true;  // the fp16 hook's call; gloo sums half slower per byte than float
-        const auto comm = runtime::make_communicator(o.transport, MPI_COMM_WORLD);
+        const auto comm = runtime::make_communicator(o.transport, MPI_COMM_WORLD, o.half_sum);
         const auto rows = bench_collectives(sweep, policy, phase(0.5, 0.95), *comm);
         for (CollectiveKind kind : sweep.kinds) {
             const std::vector<CollectiveRow> of_kind = rows_of_kind(rows, kind);

@@ -271,6 +271,7 @@ std::string to_json_text(const Calibration& c) {
         {"source", c.provenance.source},   {"machine", c.provenance.machine},       {"date", c.provenance.date},
         {"backend", c.provenance.backend}, {"world_size", c.provenance.world_size}, {"notes", c.provenance.notes}};
     if (!c.provenance.sampling.empty()) j["provenance"]["sampling"] = c.provenance.sampling;
+    if (!c.provenance.half_sum.empty()) j["provenance"]["half_sum"] = c.provenance.half_sum;
     j["device"] = {{"name", c.device.name},
                    {"memory_bytes", c.device.memory_bytes},
                    {"reserved_bytes", c.device.reserved_bytes},
@@ -338,6 +339,9 @@ Calibration calibration_from_json(const Json& j, const std::string& file) {
     c.provenance.world_size = static_cast<int>(prov.has("world_size") ? prov.integer_within("world_size", kWorldSize) : 0);
     c.provenance.notes = prov.string_or("notes", "");
     c.provenance.sampling = prov.string_or("sampling", "");
+    c.provenance.half_sum = prov.string_or("half_sum", "");
+    if (!c.provenance.half_sum.empty() && c.provenance.half_sum != "c10::Half" && c.provenance.half_sum != "gloo::float16")
+        prov.fail("half_sum", "\"c10::Half\" or \"gloo::float16\" (how a gloo calibration's fp16 allreduce summed)");
     JsonView dev = root.at("device");
     c.device.name = dev.string("name");
     c.device.memory_bytes = dev.integer_within("memory_bytes", kMemoryBytes);

@@ -90,7 +90,7 @@ calib::Calibration refresh_cpu_calibration(const calib::Calibration& base, const
                 sweep.kinds.push_back(kind);
         sweep.extra_sizes = targets.collective_sizes;
         sweep.only_extra_sizes = true;
-        const auto comm = runtime::make_communicator(transport_of(base), MPI_COMM_WORLD);
+        const auto comm = runtime::make_communicator(transport_of(base), MPI_COMM_WORLD, half_sum_of(base));
         const auto rows = bench_collectives(sweep, policy, {}, *comm);
         for (CollectiveKind kind : sweep.kinds)
             if (auto points = points_of(rows_of_kind(rows, kind)); !points.empty())

@@ -6,12 +6,14 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <climits>
+#include <system_error>
 #include <vector>
 
 namespace dtsim::runtime {
 
-std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm);  // gloo_communicator.cpp
+std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm, HalfSum half_sum);  // gloo_communicator.cpp
 
 std::string_view to_string(CommBackend b) {
     return b == CommBackend::gloo ? "gloo" : "mpi";
@@ -87,8 +89,25 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm) {
-    if (backend == CommBackend::gloo) return make_gloo_communicator(comm);
+std::string_view to_string(HalfSum s) { return s == HalfSum::gloo ? "gloo::float16" : "c10::Half"; }
+
+HalfSum half_sum_of_torch(std::string_view version, std::string_view option) {
+    int major = -1, minor = -1;
+    const char* end = version.data() + version.size();
+    std::from_chars_result r = std::from_chars(version.data(), end, major);
+    if (r.ec == std::errc{} && r.ptr != end && *r.ptr == '.') r = std::from_chars(r.ptr + 1, end, minor);
+    const char* p = r.ptr;
+    const std::errc ec = r.ec;
+    const bool rest_ok = p == end || *p == '.' || *p == '+' || *p == 'a' || *p == 'r' || *p == 'd';
+    if (ec != std::errc{} || major < 1 || minor < 0 || !rest_ok)
+        throw ConfigError(fmt::format("{} {}: expected a torch version such as 2.7 or 1.13.1 (it decides how gloo "
+                                      "sums fp16: gloo::float16 before 2.8, c10::Half from 2.8)",
+                                      option, version));
+    return major > 2 || (major == 2 && minor >= 8) ? HalfSum::c10 : HalfSum::gloo;
+}
+
+std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm, HalfSum half_sum) {
+    if (backend == CommBackend::gloo) return make_gloo_communicator(comm, half_sum);
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);

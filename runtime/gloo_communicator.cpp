@@ -2,7 +2,8 @@
 // torch's ProcessGroupGloo calls them on CPU tensors (torch/csrc/distributed/
 // c10d/ProcessGroupGloo.cpp):
 //  - allreduce: gloo::allreduce (ring), sum; fp16 sums convert each element to
-//    float, add and round once (torch >= 2.8's c10::Half sum);
+//    float, add and round once, as torch >= 2.8's c10::Half sum does, or run
+//    gloo's own gloo::float16 sum, as torch < 2.8 did (HalfSum);
 //  - all-gather: gloo::allgather into a fresh flat buffer, then copied into the
 //    output (AsyncAllgatherWork);
 //  - reduce-scatter: gloo has none. torch clones the input, allreduces the
@@ -210,8 +211,10 @@ constexpr int kWorkerThreads = 2;
 
 class GlooCommunicator final : public Communicator {
 public:
-    GlooCommunicator(MPI_Comm comm, int rank, int size)
-        : Communicator(rank, size), context_(std::make_shared<MpiBootstrappedContext>(comm, rank, size)) {}
+    GlooCommunicator(MPI_Comm comm, int rank, int size, HalfSum half_sum)
+        : Communicator(rank, size),
+          context_(std::make_shared<MpiBootstrappedContext>(comm, rank, size)),
+          half_sum_(half_sum == HalfSum::gloo ? static_cast<ReduceFn>(&gloo::sum<gloo::float16>) : &c10_half_sum) {}
     CommBackend backend() const override { return CommBackend::gloo; }
 
     // Each call takes its tag here, on the issuing thread, as ProcessGroupGloo's
@@ -221,16 +224,17 @@ public:
         workers_.run([this, data, count, tag = next_tag()] { allreduce<float>(data, count, tag); });
     }
     // torch >= 2.8 sums c10::Half, converting each element through float with
-    // c10's software conversions, not gloo::float16's, which ran 3x torch's
-    // time here; fp16_sum does as torch does, at its pace (common/half.hpp).
+    // c10's software conversions: fp16_sum does as torch does, at its pace
+    // (common/half.hpp). Earlier torch ran gloo::float16's sum, about 2.3x
+    // slower here (HalfSum).
     void allreduce_sum(Half* data, std::int64_t count) override {
-        workers_.run([this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, &half_sum); });
+        workers_.run([this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, half_sum_); });
     }
     void allreduce_sum_async(float* data, std::int64_t count, Completion c) override {
         post(std::move(c), [this, data, count, tag = next_tag()] { allreduce<float>(data, count, tag); });
     }
     void allreduce_sum_async(Half* data, std::int64_t count, Completion c) override {
-        post(std::move(c), [this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, &half_sum); });
+        post(std::move(c), [this, data, count, tag = next_tag()] { allreduce<Half>(data, count, tag, half_sum_); });
     }
     void reduce_scatter_sum(const float* in, float* out, std::int64_t per_rank) override {
         workers_.run([this, in, out, per_rank, tag = next_tag()] { reduce_scatter(in, out, per_rank, tag); });
@@ -306,7 +310,7 @@ private:
     }
 
     using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
-    static void half_sum(void* c, const void* a, const void* b, std::size_t n) {
+    static void c10_half_sum(void* c, const void* a, const void* b, std::size_t n) {
         fp16_sum(static_cast<Half*>(c), static_cast<const Half*>(a), static_cast<const Half*>(b), n);
     }
 
@@ -324,6 +328,7 @@ private:
     std::uint32_t next_tag() { return tag_++; }
 
     std::shared_ptr<gloo::Context> context_;
+    ReduceFn half_sum_;  // how fp16 allreduces sum (HalfSum)
     std::uint32_t tag_ = 0;
     Workers workers_{kWorkerThreads};  // last: stopped before the context goes
 };
@@ -353,7 +358,7 @@ std::string unbind_as_torchrun_does() {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm) {
+std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm, HalfSum half_sum) {
     static const std::string note = unbind_as_torchrun_does();
     static std::once_flag printed;
     std::call_once(printed, [&] {
@@ -365,7 +370,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(MPI_Comm comm) {
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     try {
-        return std::make_unique<GlooCommunicator>(comm, rank, size);
+        return std::make_unique<GlooCommunicator>(comm, rank, size, half_sum);
     } catch (const Error&) {
         throw;
     } catch (const std::exception& e) {

@@ -486,6 +486,20 @@ TEST_CASE("calibrate --backend cuda without a GPU says so and how to proceed") {
     CHECK_FALSE(fs::exists(scratch_dir() / "cuda.json"));
 }
 
+TEST_CASE("calibrate and execute --torch-version: a bad version or a transport other than gloo is named at once") {
+    Run bad = run_dtsim("calibrate --backend gloo --torch-version 2.x --quick --out v.json");
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("--torch-version 2.x") && Catch::Contains("such as 2.7") &&
+                            Catch::Contains("gloo::float16 before 2.8"));
+    Run mpi = run_dtsim("calibrate --backend cpu --torch-version 2.7 --quick --out v.json");
+    CHECK(mpi.exit_code == 2);
+    CHECK_THAT(mpi.err, Catch::Contains("--torch-version 2.7") && Catch::Contains("only with --backend gloo"));
+    CHECK_FALSE(fs::exists(scratch_dir() / "v.json"));
+    Run exec = run_dtsim("execute --backend cpu --torch-version 2.7 --model mlp-2x64 --micro-batch 4 --steps 1");
+    CHECK(exec.exit_code == 2);
+    CHECK_THAT(exec.err, Catch::Contains("--torch-version 2.7") && Catch::Contains("only with --backend gloo"));
+}
+
 TEST_CASE("advise --format json: the pick, its alternatives and every configuration, as the text says") {
     const std::string args = "advise --model gpt2-xl --nodes 2 --precision bf16-mixed --global-batch 256";
     Run text = run_dtsim(args);

@@ -1,6 +1,7 @@
 // Calibration JSON: presets and measured tables round-trip unchanged; every
 // read error is a ParseError naming the file and the JSON path of the field.
 #include "dtsim/common/error.hpp"
+#include "dtsim/profiler/calibrate_cpu.hpp"
 #include "dtsim/profiler/calibration.hpp"
 #include "dtsim/profiler/measure.hpp"
 #include "dtsim/profiler/presets.hpp"
@@ -42,7 +43,8 @@ Calibration measured_calibration() {
                     "cuda-nccl-cublas",
                     16,
                     "two nodes, \"quoted\" note",
-                    profiler::describe(profiler::RepeatPolicy{.warmup = 1, .min_sample_us = 30e3})};
+                    profiler::describe(profiler::RepeatPolicy{.warmup = 1, .min_sample_us = 30e3}),
+                    ""};
     c.device = {"NVIDIA H100 80GB HBM3", 85520809984, 1073741824, 3100.5, 0.83, 2.5};
     c.gpus_per_node = 8;
     c.gemm_curves.push_back({DType::bf16, 989.4, 0.71, 301.5, 287.25, 140.125, 0.031});
@@ -284,6 +286,21 @@ TEST_CASE("a CPU calibration's one-rank memory figures survive the round trip, a
     CHECK(older.host.mem_bw_one_rank_gbps == 0);
     CHECK(older.host.first_touch_one_rank_gbps == 0);
     CHECK(older.host.first_touch_gbps == 1.5);
+}
+
+TEST_CASE("a gloo calibration's fp16 sum survives the round trip, files without it sum as c10, a wrong one is named") {
+    Calibration c = measured_calibration();
+    c.provenance.half_sum = "gloo::float16";
+    Calibration older;
+    nlohmann::json j;
+    const Calibration back = round_trip(c, "provenance", {"half_sum"}, older, j);
+    CHECK(back.provenance.half_sum == "gloo::float16");
+    CHECK(profiler::half_sum_of(back) == dtsim::runtime::HalfSum::gloo);
+    CHECK(older.provenance.half_sum.empty());
+    CHECK(profiler::half_sum_of(older) == dtsim::runtime::HalfSum::c10);
+    j["provenance"]["half_sum"] = "float16";
+    CHECK_THROWS_WITH(calibration_from_json_text(j.dump(), "old.json"),
+                      Catch::Contains("old.json") && Catch::Contains("half_sum") && Catch::Contains("gloo::float16"));
 }
 
 TEST_CASE(

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace dtsim::profiler;
@@ -266,11 +267,14 @@ TEST_CASE("2 ranks: overlap factors are at least 1 and the same on all ranks, ov
 
 TEST_CASE("2 ranks: the communicators' out-of-place, root and half-precision forms give the exact results", "[.mpi2]") {
     using dtsim::runtime::CommBackend;
+    using dtsim::runtime::HalfSum;
     ensure_mpi();
     REQUIRE(dtsim::test::mpi_world_size() == 2);
-    const auto backend = GENERATE(CommBackend::mpi, CommBackend::gloo);
-    CAPTURE(dtsim::runtime::to_string(backend));
-    const auto comm = dtsim::runtime::make_communicator(backend, MPI_COMM_WORLD);
+    const auto [backend, half_sum] = GENERATE(std::pair{CommBackend::mpi, HalfSum::c10},
+                                              std::pair{CommBackend::gloo, HalfSum::c10},
+                                              std::pair{CommBackend::gloo, HalfSum::gloo});
+    CAPTURE(dtsim::runtime::to_string(backend), dtsim::runtime::to_string(half_sum));
+    const auto comm = dtsim::runtime::make_communicator(backend, MPI_COMM_WORLD, half_sum);
     const int rank = comm->rank();
     constexpr std::int64_t n = 1000;
 
@@ -308,6 +312,12 @@ TEST_CASE("2 ranks: the communicators' out-of-place, root and half-precision for
         CAPTURE(i);
         CHECK(dtsim::fp16_value(half[i]) == expected[i]);
     }
+
+    // Which sum ran shows in a NaN's bits: c10::Half's conversion (fp16_sum) makes the quiet NaN 0x7e00,
+    // gloo::float16's (torch before 2.8) 0x7fff.
+    std::vector<dtsim::runtime::Half> nan = {rank == 0 ? std::uint16_t{0x7e00} : std::uint16_t{0x3c00}};
+    comm->allreduce_sum(nan.data(), 1);
+    CHECK(nan[0] == (half_sum == HalfSum::gloo ? 0x7fff : 0x7e00));
 }
 
 TEST_CASE("2 ranks: gloo runs two asynchronous allreduces at once, each matched by its issue order", "[.mpi2]") {

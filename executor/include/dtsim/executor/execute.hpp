@@ -59,6 +59,8 @@ struct ExecOptions {
     // ProcessGroupGloo runs them (its reduce-scatter an allreduce of the whole
     // buffer), so that the executor stands in for torch on CPU.
     runtime::CommBackend transport = runtime::CommBackend::mpi;
+    // Over gloo: how an fp16 allreduce sums (the fp16 hook's), as the torch stood in for does.
+    runtime::HalfSum half_sum = runtime::HalfSum::c10;
     // Train mode: free every gradient at the step's end and allocate it again
     // at its first write in backward, as torch's zero_grad(set_to_none=True)
     // and autograd do, so that each step pays the pages' first touch. Pair it

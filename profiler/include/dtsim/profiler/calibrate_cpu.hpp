@@ -29,6 +29,8 @@ struct CpuCalibrationOptions {
     std::string name;          // default: <host>-cpu-<N>ranks (-gloo for gloo)
     // The collectives' transport: MPI, or gloo over TCP as torch runs on CPU.
     runtime::CommBackend transport = runtime::CommBackend::mpi;
+    // Over gloo: how fp16 allreduces sum, as the torch to be predicted does (runtime::HalfSum).
+    runtime::HalfSum half_sum = runtime::HalfSum::c10;
 };
 
 // The provenance backend of a CPU calibration over `transport`:
@@ -37,6 +39,8 @@ std::string cpu_backend_name(runtime::CommBackend transport);
 // The transport a CPU calibration measured (its provenance backend); MPI for
 // anything else.
 runtime::CommBackend transport_of(const calib::Calibration& c);
+// How a gloo calibration's fp16 allreduce summed (its provenance); c10::Half where it does not say.
+runtime::HalfSum half_sum_of(const calib::Calibration& c);
 
 // Re-measures, over the transport `base` measured, in a few seconds, what drifts on a shared machine and what a Plan's
 // price rests on: `targets`' GEMM shapes and collective sizes (nothing else of

@@ -164,6 +164,9 @@ struct Provenance {
     std::string notes;
     // How the figures were sampled (profiler::describe(RepeatPolicy)); empty for presets.
     std::string sampling;
+    // Over gloo: how its fp16 allreduce summed, "c10::Half" (torch 2.8 and later) or "gloo::float16" (earlier
+    // torch); empty elsewhere, and in calibrations made before it was recorded (c10::Half).
+    std::string half_sum;
 
     // What `backend` says, read in this one place (an imported table's
     // "+nccl-tests" suffix keeps both). Measured on CPU ranks: the model's

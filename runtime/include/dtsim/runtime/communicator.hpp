@@ -23,6 +23,17 @@ std::string_view collective_library(bool on_gpu, CommBackend cpu_transport);
 // IEEE half precision, bit for bit (gloo::float16's layout).
 using Half = std::uint16_t;
 
+// How torch's ProcessGroupGloo sums fp16 tensors, which depends on its version
+// (docs/notes/torch-gloo-collectives.md §4): from torch 2.8 (pytorch #153862)
+// through c10::Half, each element converted to float, added and rounded; before
+// 2.8 through gloo's own gloo::float16, whose software conversions took about
+// 2.3x torch 2.15's time per element here (16 MiB: 53 ms against 23.5 ms).
+enum class HalfSum : std::uint8_t { c10, gloo };
+std::string_view to_string(HalfSum s);
+// The sum of the torch whose version is `version` ("2.7", "1.13.1",
+// "2.8.0+cpu"); a ConfigError naming `option` for anything else.
+HalfSum half_sum_of_torch(std::string_view version, std::string_view option);
+
 // What an asynchronous collective reports, on the thread that runs it.
 struct Completion {
     std::function<void()> started;                 // as it starts (may be empty)
@@ -85,7 +96,8 @@ private:
 // unbound, and gloo's worker and event-loop threads sharing one core wait a
 // scheduler tick per message (a 1 KiB allreduce: 4.9 ms bound, 1.0 ms unbound
 // on the 2-core development machine). The rank says so on stderr once.
-std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm);
+// `half_sum`: how a gloo communicator sums fp16 (MPI's sums halves its own way).
+std::unique_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm comm, HalfSum half_sum = HalfSum::c10);
 
 
 }  // namespace dtsim::runtime
