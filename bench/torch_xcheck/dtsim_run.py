@@ -15,12 +15,12 @@ def compilers_running() -> str:
     return subprocess.run(["pgrep", "-c", "cc1plus"], capture_output=True, text=True).stdout.strip() or "0"
 
 
-def calibrate(dtsim: str, backend: str, workdir: str, quick: bool) -> dict:
-    """`mpirun -np 2 dtsim calibrate --backend BACKEND` into WORKDIR; returns the calibration's JSON."""
+def calibrate(dtsim: str, backend: str, workdir: str, quick: bool, extra: tuple[str, ...] = ()) -> dict:
+    """`mpirun -np 2 dtsim calibrate --backend BACKEND [EXTRA...]` into WORKDIR; returns the calibration's JSON."""
     out = os.path.join(workdir, f"{backend}.json")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
     cmd = ["mpirun", "-np", "2", "--oversubscribe", dtsim, "calibrate", "--backend", backend, "--io-dir", workdir,
-           "--out", out] + (["--quick"] if quick else [])
+           "--out", out] + (["--quick"] if quick else []) + list(extra)
     print("running:", " ".join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     with open(out) as f:

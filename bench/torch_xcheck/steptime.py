@@ -2,8 +2,11 @@
 """Real torch DDP step times on this machine against dtsim's predictions, in one run.
 
     .venv/bin/python bench/torch_xcheck/steptime.py --dtsim build/ci/cli/dtsim [--out FILE.md]
+    /usr/bin/python3 bench/torch_xcheck/steptime.py --dtsim build/ci/cli/dtsim [--out FILE.md]
 
-Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
+Needs a built dtsim (it never builds) and a torch: PyPI's torch 2.x from the venv of scripts/make-venv.sh, or
+Debian's python3-torch (1.13, `apt-get install python3-torch`) under the system python, which does its GEMMs with
+the system OpenBLAS that dtsim's calibration measures (point 2).
 
 1. torch (PyPI 2.x, gloo, one intra-op thread per rank): dtsim's mlp-LxW as
    nn.Sequential of L x (Linear(W, W), ReLU), MSELoss, SGD, batch B per rank.
@@ -23,7 +26,16 @@ Needs the venv of scripts/make-venv.sh and a built dtsim; never builds.
    the bucket ranking, and two runs' range understates it. A pair counts
    for the ranking only where its runs fall wholly apart as well (four runs
    a case: 2 chances in 70 when they do not differ).
-2. Compute priced as torch runs it: PyPI torch does its CPU GEMMs with MKL
+2. Compute priced as torch runs it. Under Debian's torch, whose BLAS is the
+   system OpenBLAS (checked in the process's maps), dtsim prices every GEMM from its own
+   calibration, and the ranks' spread too: the same library, measured by dtsim
+   alone, so those rows test the calibration end to end. Debian's torch is
+   1.13: DDP's first bucket stays 1 MiB whatever bucket_cap_mb says, so dtsim
+   is told `first_bucket_mb=1`; its FSDP runs on CUDA only (and does not
+   import under Python 3.11), so the FSDP cases are left out. The output says
+   both. Whatever the torch, `calibrate` and `execute` are given its version
+   (`--torch-version X.Y`): before 2.8 torch's gloo sums fp16 (the fp16
+   hook's allreduce) in gloo::float16, about 2.3x slower than c10::Half. Otherwise: PyPI torch does its CPU GEMMs with MKL
    (`torch.__config__.show()`), not the OpenBLAS that dtsim's calibration
    measures, so this times torch's own GEMMs at the model's shapes and layouts
    (forward x.W^T, input gradient dY.W, weight gradient dY^T.X) and hands them
@@ -78,6 +90,11 @@ import time
 
 from dtsim_run import bucket_ranking, calibrate, compilers_running, interleaved_ranking, p90, publish, spread
 
+# One BLAS thread a rank, as dtsim's calibration and executor run: Debian's torch calls the system OpenBLAS, whose
+# pthread build otherwise starts a thread per core in each rank, ignores torch.set_num_threads and, two ranks on two
+# cores, spins them against each other. Set before any torch is imported here or in the spawned ranks.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -98,6 +115,54 @@ CASES = {
                             "min_num_params={unit}"]),
 }
 BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
+
+
+def torch_version(torch) -> tuple[int, int]:
+    """(major, minor) of the torch that runs: "1.13.1+dfsg" -> (1, 13)."""
+    return tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def torch_blas(torch) -> str:
+    """The BLAS torch does its CPU GEMMs with: "mkl" where `torch.__config__.show()` says BLAS_INFO=mkl (PyPI's
+    wheels link it statically), "openblas" where the process has OpenBLAS mapped after a GEMM (Debian's
+    python3-torch says BLAS_INFO=generic: it calls the system libblas.so.3, which Debian's alternatives point at
+    OpenBLAS, the library dtsim links), else what BLAS_INFO says ("unknown" without it)."""
+    info = "unknown"
+    for line in torch.__config__.show().splitlines():
+        for word in line.replace(",", " ").split():
+            if word.startswith("BLAS_INFO="):
+                info = word.split("=", 1)[1]
+    if info == "mkl":
+        return info
+    torch.mm(torch.randn(8, 8), torch.randn(8, 8))
+    with open("/proc/self/maps") as f:
+        return "openblas" if "libopenblas" in f.read() else info
+
+
+def cases_for(torch) -> tuple[dict, list[str]]:
+    """CASES as the torch that runs them behaves, and a line for each change:
+    - before 2.4, DDP's first bucket is 1 MiB whatever bucket_cap_mb says (`dist._DEFAULT_FIRST_BUCKET_BYTES`);
+      from 2.4 an explicit bucket_cap_mb is the first bucket's cap too, which is dtsim's default. So older torch
+      gets `first_bucket_mb=1` on every DDP case.
+    - FSDP runs on CPU (`device_id=torch.device("cpu")`, gloo's all-gather into chunks) from torch 2.1; the FSDP
+      cases are left out on older torch, and wherever torch.distributed.fsdp does not import."""
+    cases, notes = dict(CASES), []
+    version = torch_version(torch)
+    if version < (2, 4):
+        cases = {n: (r, kw, spec + ["first_bucket_mb=1"] if spec[0] == "ddp" and r > 1 else spec)
+                 for n, (r, kw, spec) in cases.items()}
+        notes.append(f"torch {torch.__version__} keeps DDP's first bucket at 1 MiB whatever bucket_cap_mb is "
+                     "(before 2.4): dtsim is given `--set first_bucket_mb=1` for the 2-rank DDP cases")
+    why = "FSDP runs on CPU from torch 2.1" if version < (2, 1) else None
+    try:
+        import torch.distributed.fsdp  # noqa: F401
+    except Exception as e:  # Debian's 1.13 under Python 3.11: a dataclass default that 3.11 refuses
+        why = f"torch.distributed.fsdp does not import here: {type(e).__name__}: {e}"
+    if why:
+        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp" in kw]
+        cases = {n: c for n, c in cases.items() if n not in dropped}
+        notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} ({why})")
+    return cases, notes
 
 
 def build_model(spec: tuple):
@@ -144,6 +209,16 @@ def timed_step(model, opt, loss_fn, x, y, after_zero_grad=None) -> tuple[float, 
                          dtype=torch.float64)
     dist.all_reduce(local, op=dist.ReduceOp.MAX)
     return local[0].item(), local[1].item()
+
+
+def leave(dist) -> None:
+    """A rank's end once its figures are written: a barrier, then the process exits at once. Debian's torch 1.13
+    now and then deadlocks destroying a DDP model with gradient_as_bucket_view at the end of the worker (a thread
+    join that never returns), and torch 2.x's gloo teardown aborts now and then; neither has anything left to do."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn_with_retry(worker, args: tuple, nprocs: int, out_name: str):
@@ -206,7 +281,7 @@ def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps:
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"times": times, "faults": faults}, f)
-    dist.destroy_process_group()
+    leave(dist)
 
 
 def run_torch_case(ranks: int, kwargs: dict, a, spec: tuple | None = None, faults: list | None = None) -> float:
@@ -263,7 +338,7 @@ def interleaved_worker(rank: int, world: int, init: str, spec: tuple, batch: int
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"rounds": table, "faults": [statistics.median(f) for f in faults]}, f)
-    dist.destroy_process_group()
+    leave(dist)
 
 
 def run_interleaved(a, spec: tuple, caps: list[int]) -> dict:
@@ -349,7 +424,7 @@ def lockstep_worker(rank: int, world: int, init: str, batch: int, layers: int, w
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"straggler": slowest / mean}, f)
-    dist.destroy_process_group()
+    leave(dist)
 
 
 def lockstep_spread(a, rounds: int = 32) -> float:
@@ -399,13 +474,18 @@ def dtsim_predict(dtsim: str, hardware: str, ranks: int, spec: list[str], a, mod
     return float(json.loads(r.stdout)["step_time_s"])
 
 
-def dtsim_execute(dtsim: str, ranks: int, spec: list[str], a) -> float | None:
+def torch_flag(torch) -> tuple[str, ...]:
+    """dtsim's `--torch-version X.Y` for the torch that runs: its gloo sums fp16 as that torch's does."""
+    return ("--torch-version", "{}.{}".format(*torch_version(torch)))
+
+
+def dtsim_execute(dtsim: str, ranks: int, spec: list[str], a, torch_args: tuple[str, ...] = ()) -> float | None:
     """The executor's median step time for one case (None where it cannot train it)."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
     cmd = ["mpirun", "-np", str(ranks), "--oversubscribe", dtsim, "execute", "--backend", "gloo", "--allocator",
            "torch", "--mode", "train", "--model", f"mlp-{a.layers}x{a.width}", "--micro-batch", str(a.batch),
            "--precision", "fp32", "--optimizer", "sgd", "--steps", str(a.steps), "--format", "json"]
-    cmd += dtsim_args(spec, a)
+    cmd += dtsim_args(spec, a) + list(torch_args)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         print(f"dtsim execute failed for {spec}: {r.stderr.strip()[-300:]}", file=sys.stderr)
@@ -479,6 +559,12 @@ def main() -> int:
             return 2
     import torch
 
+    cases, case_notes = cases_for(torch)
+    blas = torch_blas(torch)
+    # Debian's python3-torch does its GEMMs with the system OpenBLAS, the library dtsim's calibration measures:
+    # dtsim then prices compute from its own calibration, GEMMs and the ranks' spread alike, and torch's GEMM
+    # windows are only printed beside each run. Any other BLAS (PyPI's MKL) lends dtsim torch's own GEMM times.
+    own_gemms = blas == "openblas"
     busy = compilers_running()
     started = time.time()
     measured: dict[str, list[float]] = {}
@@ -487,7 +573,7 @@ def main() -> int:
     case_windows: dict[str, list[list[float]]] = {}  # the windows beside each case's own runs
 
     def torch_run(name: str) -> None:
-        ranks, kwargs, _ = CASES[name]
+        ranks, kwargs, _ = cases[name]
         print(f"torch: {name} (run {len(measured.get(name, [])) + 1})", file=sys.stderr)
         windows.append(time_gemm_window(a))  # a GEMM timing window beside each run
         case_windows.setdefault(name, []).append(windows[-1])
@@ -495,14 +581,14 @@ def main() -> int:
 
     time_gemm_window(a)  # unrecorded: a process's first window also pays MKL's set-up
     for _ in range(2):
-        for name in CASES:
+        for name in cases:
             torch_run(name)
     # Cases whose runs disagree run again, one round over all of them at a time, so that a disturbance lasting a
     # minute does not hit one case's extra runs back to back.
-    while unsettled := [n for n in CASES if not settled(measured[n], a.settle) and len(measured[n]) < a.max_runs]:
+    while unsettled := [n for n in cases if not settled(measured[n], a.settle) and len(measured[n]) < a.max_runs]:
         for name in unsettled:
             torch_run(name)
-    disturbed = [n for n in CASES if not settled(measured[n], a.settle)]
+    disturbed = [n for n in cases if not settled(measured[n], a.settle)]
     # The bucket cases' runs also give torch's noise for the ranking, as their range: two runs' range is 1.13
     # standard deviations in expectation, three runs' 1.69, so two understate the noise a ranking is judged
     # against by a third (run G, stop 34, separated a pair on 4 % and 12 % that three runs would not have).
@@ -519,9 +605,9 @@ def main() -> int:
                 print(f"torch: mlp-{ranking[0]}x{ranking[1]} {name} (run {rep + 1})", file=sys.stderr)
                 ranking_windows.append(time_gemm_window(a, ranking[1]))
                 ranked.setdefault(name, []).append(
-                    run_torch_case(2, CASES[name][1], a, spec=("mlp", ranking[0], ranking[1]),
+                    run_torch_case(2, cases[name][1], a, spec=("mlp", ranking[0], ranking[1]),
                                    faults=ranked_faults.setdefault(name, [])))
-    caps = [CASES[n][1]["bucket_cap_mb"] for n in BUCKET_CASES]
+    caps = [cases[n][1]["bucket_cap_mb"] for n in BUCKET_CASES]
     interleaved, ranked_interleaved = None, None
     if a.interleave_rounds > 0:
         print(f"torch: bucket sizes {caps} interleaved, {a.interleave_rounds} rounds", file=sys.stderr)
@@ -534,46 +620,56 @@ def main() -> int:
     straggler = lockstep_spread(a)
     ranking_gemms = gemm_points(a, ranking_windows, ranking[1]) if ranking else []
     with tempfile.TemporaryDirectory() as d:
-        cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration)
-        cal["name"] = cal["name"] + "+torch-gemms"
-        cal["provenance"]["notes"] += (f"; GEMM points and the ranks' spread timed with torch {torch.__version__} "
-                                       "(MKL) by steptime.py")
+        cal = calibrate(a.dtsim, "gloo", d, a.quick_calibration, torch_flag(torch))
         openblas_straggler = cal.get("overlap", {}).get("straggler", 1.0)
-        cal.setdefault("overlap", {}).update(straggler=straggler, straggler_ranks=2)
-        merged = with_gemm_points(cal, gemms + ranking_gemms, os.path.join(d, "torch.json"))
+        if own_gemms:
+            merged = os.path.join(d, "gloo.json")
+        else:
+            cal["name"] = cal["name"] + "+torch-gemms"
+            cal["provenance"]["notes"] += (f"; GEMM points and the ranks' spread timed with torch {torch.__version__} "
+                                           f"({blas}) by steptime.py")
+            cal.setdefault("overlap", {}).update(straggler=straggler, straggler_ranks=2)
+            merged = with_gemm_points(cal, gemms + ranking_gemms, os.path.join(d, "torch.json"))
         if a.keep_calibration:
             shutil.copyfile(merged, a.keep_calibration)
-        predicted = {name: dtsim_predict(a.dtsim, merged, ranks, knobs, a) for name, (ranks, _, knobs) in CASES.items()}
-        ranked_predicted = {name: dtsim_predict(a.dtsim, merged, 2, CASES[name][2], a,
+        predicted = {name: dtsim_predict(a.dtsim, merged, ranks, knobs, a) for name, (ranks, _, knobs) in cases.items()}
+        ranked_predicted = {name: dtsim_predict(a.dtsim, merged, 2, cases[name][2], a,
                                                 f"mlp-{ranking[0]}x{ranking[1]}") for name in ranked}
     executed = {}
-    for name, (ranks, _, knobs) in CASES.items():
+    for name, (ranks, _, knobs) in cases.items():
         print(f"dtsim execute: {name}", file=sys.stderr)
-        executed[name] = dtsim_execute(a.dtsim, ranks, knobs, a)
+        executed[name] = dtsim_execute(a.dtsim, ranks, knobs, a, torch_flag(torch))
 
-    lines = [f"## {datetime.date.today()}: torch {torch.__version__} DDP and FSDP step times against dtsim "
-             f"(mlp-{a.layers}x{a.width}, batch {a.batch} per rank, SGD, fp32, gloo)", "",
+    compute = ("its own OpenBLAS GEMMs (torch's BLAS is OpenBLAS too; torch's GEMMs timed beside each run are only "
+               "printed)" if own_gemms else f"torch's GEMM times ({blas}) as its GEMM points")
+    lines = [f"## {datetime.date.today()}: torch {torch.__version__} ({blas} BLAS) "
+             f"{'DDP and FSDP' if any('fsdp' in kw for _, kw, _ in cases.values()) else 'DDP'} step times against "
+             f"dtsim (mlp-{a.layers}x{a.width}, batch {a.batch} per rank, SGD, fp32, gloo)", "",
              f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
              f"Run time {time.time() - started:.0f} s. torch: median step of steps {a.warmup + 1}-{a.steps}, "
              f"slower rank; a case's figure is the median of its runs (two, or up to {a.max_runs} until two agree "
              f"within {a.settle * 100:.0f} %; the bucket cases at least {a.ranking_runs}). dtsim: `calibrate --backend gloo`"
-             f"{' --quick' if a.quick_calibration else ''} with torch's GEMM times as its GEMM points. A timing "
-             f"window of torch's GEMMs precedes each torch run ({len(windows)} in all); dtsim takes their median "
-             "(range below; each case's own windows are in the table):",
+             f"{' --quick' if a.quick_calibration else ''} with {compute}. A timing "
+             f"window of torch's GEMMs precedes each torch run ({len(windows)} in all)"
+             + ("; their median and range:" if own_gemms else
+                "; dtsim takes their median (range below; each case's own windows are in the table):"),
              ""]
     for i, g in enumerate(gemms):
         lo, hi = min(w[i] for w in windows), max(w[i] for w in windows)
         lines.append(f"- GEMM m={g['m']} n={g['n']} k={g['k']}: " +
                      ", ".join(f"{k} {v:.0f} us" for k, v in g["layouts"].items()) + f" (windows {lo:.0f}-{hi:.0f} us)")
     lines += calibration_figures(cal, a.width * a.width * 4)
+    spread_used = "which it uses" if own_gemms else "torch's is used"
     lines.append(f"- ranks apart: the slower of two ranks takes {(straggler - 1) * 100:.1f} % longer than their mean for "
                  f"one step's GEMMs in lockstep (torch; dtsim's own OpenBLAS measurement: "
-                 f"{(openblas_straggler - 1) * 100:.1f} %); dtsim charges it where the ranks meet")
+                 f"{(openblas_straggler - 1) * 100:.1f} %, {spread_used}); "
+                 "dtsim charges it where the ranks meet")
+    lines += [f"- {n}" for n in case_notes]
     lines += ["", "| case | ranks | torch runs (ms) | noise | torch (ms) | NT forward beside its runs (us) | dtsim (ms) "
                   "| error | dtsim execute (ms) | its error | torch's faults a step (MiB) |",
               "|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|"]
     errors = []
-    for name, (ranks, _, _) in CASES.items():
+    for name, (ranks, _, _) in cases.items():
         runs = measured[name]
         t = statistics.median(runs)
         err = predicted[name] / t - 1
