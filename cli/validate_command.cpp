@@ -163,6 +163,7 @@ void run_validate(ValidateOptions o) {
             // Over the transport the calibration priced: a gloo calibration is
             // compared with gloo's collectives, not MPI's.
             eo.transport = profiler::transport_of(cal);
+            eo.half_sum = profiler::half_sum_of(cal);  // and its fp16 sums as the calibration timed them
             const executor::ValidationRun run =
                 executor::validate_case(cases[i], cal, bracket ? &*bracket : nullptr, eo);
             if (rank == 0)
