@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtsim_run import compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
-from steptime import build_model, spawn_with_retry  # noqa: E402
+from steptime import build_model, spawn_with_retry, torch_version  # noqa: E402
 
 HOOKS = {"allreduce": "comm_hook=allreduce", "fp16": "comm_hook=fp16_compress"}
 
@@ -147,11 +147,12 @@ def worker(rank: int, world: int, init: str, layers: int, width: int, batch: int
     dist.destroy_process_group()
 
 
-def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str) -> dict[str, float]:
-    """The same parts from dtsim's trace of rank 0, in ms; "alone" figures are the tasks' standalone prices."""
+def dtsim_parts(dtsim: str, hardware: str, a, kind: str, workdir: str, extra: list[str]) -> dict[str, float]:
+    """The same parts from dtsim's trace of rank 0, in ms; "alone" figures are the tasks' standalone prices.
+    EXTRA: more of simulate's arguments (what the torch that ran does differently)."""
     cmd = [dtsim, "simulate", "--model", f"mlp-{a.layers}x{a.width}", "--hardware", hardware, "--nodes", "1",
            "--gpus-per-node", "2", "--micro-batch", str(a.batch), "--precision", "fp32", "--optimizer", "sgd",
-           "--strategy", "ddp", "--set", f"bucket_cap_mb={a.cap}", "--set", HOOKS[kind]]
+           "--strategy", "ddp", "--set", f"bucket_cap_mb={a.cap}", "--set", HOOKS[kind]] + extra
     out, events, threads = simulated_step(cmd, os.path.join(workdir, f"{kind}.json"))
     for e in events:
         if e["name"].startswith("allreduce"):
@@ -203,6 +204,9 @@ def main() -> int:
     started, busy = time.time(), compilers_running()
     import torch
 
+    # Before 2.4 DDP's first bucket is 1 MiB whatever bucket_cap_mb says (steptime.cases_for).
+    extra = ["--set", "first_bucket_mb=1"] if torch_version(torch) < (2, 4) else []
+
     lines = [f"### {datetime.date.today()}: where a DDP step under the fp16 hook goes, torch {torch.__version__} "
              f"against dtsim (mlp-{a.model}, bucket_cap_mb {a.cap}, batch {a.batch} per rank, 2 ranks, gloo)", "",
              "| part | torch allreduce hook (ms) | dtsim (ms) | torch fp16 hook (ms) | dtsim (ms) |",
@@ -212,7 +216,7 @@ def main() -> int:
         for kind in HOOKS:
             print(f"torch: {kind} hook", file=sys.stderr)
             rows = spawn_with_retry(worker, (a.layers, a.width, a.batch, a.cap, kind, a.steps), 2, "rows.json")
-            parts[kind] = (rank_medians(rows, 4), dtsim_parts(a.dtsim, a.hardware, a, kind, workdir))
+            parts[kind] = (rank_medians(rows, 4), dtsim_parts(a.dtsim, a.hardware, a, kind, workdir, extra))
     cell = lambda d, k: f"{d[k]:.1f}" if k in d else "-"  # noqa: E731
     for key, label in PARTS:
         (ta, da), (tf, df) = parts["allreduce"], parts["fp16"]
