@@ -557,7 +557,13 @@ def main() -> int:
         if a.ranking_runs < 2:
             print("steptime.py: --ranking-runs must be at least 2 (the noise needs two runs)", file=sys.stderr)
             return 2
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print(f"steptime.py: {sys.executable} has no torch: run it with the venv of scripts/make-venv.sh "
+              "(.venv/bin/python, PyPI's torch 2.x) or, for Debian's torch 1.13 on the OpenBLAS path, "
+              "apt-get install python3-torch and /usr/bin/python3", file=sys.stderr)
+        return 2
 
     cases, case_notes = cases_for(torch)
     blas = torch_blas(torch)
