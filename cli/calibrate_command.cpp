@@ -3,6 +3,7 @@
 // takes with --hardware.
 #include "all_ranks.hpp"
 #include "commands.hpp"
+#include "config_options.hpp"
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/calibration_targets.hpp"
 #include "dtsim/models/model_registry.hpp"
@@ -119,7 +120,7 @@ Calibration measure_cpu(const CalibrateOptions& o, const MpiSession& mpi, Progre
     options.io_dir = o.io_dir;
     options.name = o.name;
     options.transport = o.backend == "gloo" ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
-    if (!o.torch_version.empty()) options.half_sum = runtime::half_sum_of_torch(o.torch_version, "--torch-version");
+    options.half_sum = torch_version_half_sum(o.torch_version, o.backend);
     int skipped = 0;
     if (!o.model.empty()) options.targets.gemm_shapes = model_gemm_shapes(o.model, o.micro_batch, o.seq_len, skipped);
     const Calibration c = profiler::calibrate_cpu(
@@ -336,15 +337,10 @@ std::vector<std::string> check_nccl_tuning(const calib::NcclTopology& t, const p
 }
 
 void run_calibrate(const CalibrateOptions& o) {
-    if (!o.torch_version.empty()) {
-        const bool importing = !o.import_nccl_tests.empty() || !o.import_nccl_log.empty();
-        if (o.backend != "gloo" || importing)
-            throw ConfigError(fmt::format("--torch-version {}: only with --backend gloo and no import (it says how "
-                                          "the torch to be predicted sums fp16 over gloo)",
-                                          o.torch_version));
-        runtime::half_sum_of_torch(o.torch_version, "--torch-version");  // a bad version fails before any measuring
-    }
-    if (!o.import_nccl_tests.empty() || !o.import_nccl_log.empty()) {
+    const bool importing = !o.import_nccl_tests.empty() || !o.import_nccl_log.empty();
+    // A wrong --torch-version fails here, before any measuring; an import measures no gloo.
+    torch_version_half_sum(o.torch_version, importing ? "" : o.backend);
+    if (importing) {
         std::vector<std::string> skipped, checks;
         Calibration c = import_nccl_tests(o, skipped);
         // What was imported, in words: the nccl-tests tables (the notes say which), the log's graphs.
@@ -412,10 +408,7 @@ void add_calibrate_command(CLI::App& app) {
                     "runs on CPU; calibrate with it to predict torch) or cuda (cuBLAS + NCCL, needs a GPU)")
         ->check(CLI::IsMember({"cpu", "gloo", "cuda"}))
         ->capture_default_str();
-    cmd->add_option("--torch-version", o->torch_version,
-                    "with --backend gloo: the torch whose runs are to be predicted, as X.Y (default: 2.8 or later). "
-                    "Its gloo sums fp16 (the fp16 compression hook's allreduce) in gloo::float16 before 2.8, about 2x "
-                    "slower than c10::Half from 2.8");
+    add_torch_version_option(*cmd, o->torch_version);
     cmd->add_option("--out,-o", o->out, "calibration file to write")->capture_default_str();
     cmd->add_flag("--quick", o->quick, "a small sweep for tests (under 30 s)");
     cmd->add_option("--model", o->model, "also measure exactly the GEMM shapes this model uses (the CPU backend leaves out those over ~1 s of one core)");

@@ -198,4 +198,19 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch) {
     return c;
 }
 
+void add_torch_version_option(CLI::App& cmd, std::string& version) {
+    cmd.add_option("--torch-version", version,
+                   "with --backend gloo: the torch to predict or stand in for, as X.Y (default: 2.8 or later). Its "
+                   "gloo sums fp16 (the fp16 compression hook's allreduce) in gloo::float16 before 2.8, about 2x "
+                   "slower than c10::Half from 2.8");
+}
+
+runtime::HalfSum torch_version_half_sum(const std::string& version, const std::string& backend) {
+    if (version.empty()) return runtime::HalfSum::c10;
+    if (backend != "gloo")
+        throw ConfigError(fmt::format(
+            "--torch-version {}: only with --backend gloo (it says how that torch sums fp16 over gloo)", version));
+    return runtime::half_sum_of_torch(version, "--torch-version");
+}
+
 }  // namespace dtsim::cli

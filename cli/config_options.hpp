@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dtsim/profiler/calibration.hpp"
+#include "dtsim/runtime/communicator.hpp"
 #include "dtsim/sim/config.hpp"
 #include "reporter.hpp"
 
@@ -55,5 +56,12 @@ sim::Config make_config(const SimulateOptions& o, std::string* launch = nullptr)
 // The --hardware preset or calibration file, with --gpu-memory and
 // --inter-node-gbps or --network applied (each replaces one field; the provenance notes it).
 calib::Calibration load_hardware(const SimulateOptions& o);
+
+// --torch-version on calibrate and execute: adds the option to `cmd` (into
+// `version`), and turns what was given into how gloo sums fp16. Empty: c10::Half
+// (torch 2.8 and later); a ConfigError when given with a backend other than gloo
+// or in a form that is not a version.
+void add_torch_version_option(CLI::App& cmd, std::string& version);
+runtime::HalfSum torch_version_half_sum(const std::string& version, const std::string& backend);
 
 }  // namespace dtsim::cli

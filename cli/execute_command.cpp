@@ -77,13 +77,7 @@ void run_execute(const ExecuteOptions& o) {
         options.fault_timeout_s = o.fault_timeout_s;
         options.scratch_dir = o.io_dir;
         options.transport = o.backend == "gloo" ? runtime::CommBackend::gloo : runtime::CommBackend::mpi;
-        if (!o.torch_version.empty()) {
-            if (o.backend != "gloo")
-                throw ConfigError(fmt::format("--torch-version {}: only with --backend gloo (it says how the torch "
-                                              "stood in for sums fp16 over gloo)",
-                                              o.torch_version));
-            options.half_sum = runtime::half_sum_of_torch(o.torch_version, "--torch-version");
-        }
+        options.half_sum = torch_version_half_sum(o.torch_version, o.backend);
         options.fresh_gradients = torch_allocator;
         if (torch_allocator && options.mode != executor::Mode::train)
             throw ConfigError("--allocator torch: frees and reallocates real gradients, so it needs train mode "
@@ -167,10 +161,7 @@ void add_execute_command(CLI::App& app) {
                     "each step pays the first touch of its gradient pages (train mode)")
         ->check(CLI::IsMember({"dtsim", "torch"}))
         ->capture_default_str();
-    cmd->add_option("--torch-version", o->torch_version,
-                    "with --backend gloo: the torch to stand in for, as X.Y (default: 2.8 or later). Its gloo sums "
-                    "fp16 (the fp16 compression hook's allreduce) in gloo::float16 before 2.8, about 2x slower than "
-                    "c10::Half from 2.8");
+    add_torch_version_option(*cmd, o->torch_version);
     cmd->add_option("--io-dir", o->io_dir,
                     "directory for the NVMe-offload file I/O tasks' files (default: the system temp directory); "
                     "put it on the disk offload would use")

@@ -96,10 +96,8 @@ HalfSum half_sum_of_torch(std::string_view version, std::string_view option) {
     const char* end = version.data() + version.size();
     std::from_chars_result r = std::from_chars(version.data(), end, major);
     if (r.ec == std::errc{} && r.ptr != end && *r.ptr == '.') r = std::from_chars(r.ptr + 1, end, minor);
-    const char* p = r.ptr;
-    const std::errc ec = r.ec;
-    const bool rest_ok = p == end || *p == '.' || *p == '+' || *p == 'a' || *p == 'r' || *p == 'd';
-    if (ec != std::errc{} || major < 1 || minor < 0 || !rest_ok)
+    const bool rest_ok = r.ptr == end || *r.ptr == '.' || *r.ptr == '+';  // "2.8.0", "2.8+cpu"
+    if (r.ec != std::errc{} || major < 1 || minor < 0 || !rest_ok)
         throw ConfigError(fmt::format("{} {}: expected a torch version such as 2.7 or 1.13.1 (it decides how gloo "
                                       "sums fp16: gloo::float16 before 2.8, c10::Half from 2.8)",
                                       option, version));

@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dtsim_run import compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
-from steptime import build_model, spawn_with_retry, torch_version  # noqa: E402
+from steptime import build_model, ddp_knobs_for, spawn_with_retry  # noqa: E402
 
 HOOKS = {"allreduce": "comm_hook=allreduce", "fp16": "comm_hook=fp16_compress"}
 
@@ -204,8 +204,7 @@ def main() -> int:
     started, busy = time.time(), compilers_running()
     import torch
 
-    # Before 2.4 DDP's first bucket is 1 MiB whatever bucket_cap_mb says (steptime.cases_for).
-    extra = ["--set", "first_bucket_mb=1"] if torch_version(torch) < (2, 4) else []
+    extra = [arg for knob in ddp_knobs_for(torch) for arg in ("--set", knob)]
 
     lines = [f"### {datetime.date.today()}: where a DDP step under the fp16 hook goes, torch {torch.__version__} "
              f"against dtsim (mlp-{a.model}, bucket_cap_mb {a.cap}, batch {a.batch} per rank, 2 ranks, gloo)", "",

@@ -139,6 +139,13 @@ def torch_blas(torch) -> str:
         return "openblas" if "libopenblas" in f.read() else info
 
 
+def ddp_knobs_for(torch) -> list[str]:
+    """dtsim's knobs for what the torch that runs does differently in DDP: before 2.4 the first bucket is 1 MiB
+    whatever bucket_cap_mb says (`dist._DEFAULT_FIRST_BUCKET_BYTES`); from 2.4 an explicit bucket_cap_mb is the
+    first bucket's cap too, which is dtsim's default."""
+    return ["first_bucket_mb=1"] if torch_version(torch) < (2, 4) else []
+
+
 def cases_for(torch) -> tuple[dict, list[str]]:
     """CASES as the torch that runs them behaves, and a line for each change:
     - before 2.4, DDP's first bucket is 1 MiB whatever bucket_cap_mb says (`dist._DEFAULT_FIRST_BUCKET_BYTES`);
@@ -148,9 +155,8 @@ def cases_for(torch) -> tuple[dict, list[str]]:
       cases are left out on older torch, and wherever torch.distributed.fsdp does not import."""
     cases, notes = dict(CASES), []
     version = torch_version(torch)
-    if version < (2, 4):
-        cases = {n: (r, kw, spec + ["first_bucket_mb=1"] if spec[0] == "ddp" and r > 1 else spec)
-                 for n, (r, kw, spec) in cases.items()}
+    if knobs := ddp_knobs_for(torch):
+        cases = {n: (r, kw, spec + knobs if spec[0] == "ddp" and r > 1 else spec) for n, (r, kw, spec) in cases.items()}
         notes.append(f"torch {torch.__version__} keeps DDP's first bucket at 1 MiB whatever bucket_cap_mb is "
                      "(before 2.4): dtsim is given `--set first_bucket_mb=1` for the 2-rank DDP cases")
     why = "FSDP runs on CPU from torch 2.1" if version < (2, 1) else None
