@@ -89,16 +89,17 @@ std::string summary_text(const sim::SimResult& r, const sim::Config& config, con
     line(out, "  MFU                {:.1f} % of the {} peak ({:.1f} TFLOPS)", m.mfu * 100,
          to_string(r.workload->activation_dtype), m.mfu_peak_tflops);
     line(out, "  Compute            {}", format_seconds(m.compute_s));
-    if (m.comm_s > 0)
+    if (m.comm_s > 0) {
         line(out, "  Communication      {}, of which {} exposed (overlap {:.1f} %)", format_seconds(m.comm_s),
              format_seconds(m.exposed_comm_s), m.overlap_fraction * 100);
-    if (m.straggler_wait_s > 0)
-        line(out,
-             "    Stragglers       {} of it waiting for the slowest rank (the same compute {:.1f} % slower on "
-             "the slowest of {} ranks, calibrated)",
-             format_seconds(m.straggler_wait_s), (cal.overlap.straggler - 1) * 100, cal.overlap.straggler_ranks);
-    else
+        if (m.straggler_wait_s > 0)
+            line(out,
+                 "    Stragglers       {} of it waiting for the slowest rank (the same compute {:.1f} % slower on "
+                 "the slowest of {} ranks, calibrated)",
+                 format_seconds(m.straggler_wait_s), (cal.overlap.straggler - 1) * 100, cal.overlap.straggler_ranks);
+    } else {
         line(out, "  Communication      none (one rank)");
+    }
     if (const std::string nccl = nccl_line(r, config, cal); !nccl.empty()) line(out, "    NCCL's choice    {}", nccl);
     if (const std::string sockets = sim::socket_summary(config, cal); !sockets.empty())
         line(out, "    NCCL sockets     {}", sockets);

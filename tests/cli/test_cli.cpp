@@ -270,6 +270,18 @@ TEST_CASE("README: ./dtsim demo and the simulate example with its trace") {
     CHECK(trace["traceEvents"].size() > 100);
 }
 
+TEST_CASE("simulate's summary has one Communication line: the collectives on several ranks, none on one") {
+    // Several ranks on a preset (no straggler): once, with its time; the
+    // "none" line is the one-rank case only.
+    Run eight = run_dtsim("simulate --model gpt2 --hardware h100-sxm --gpus-per-node 8 --micro-batch 2");
+    REQUIRE(eight.exit_code == 0);
+    CHECK_THAT(eight.out, Catch::Contains("of which") && !Catch::Contains("none (one rank)"));
+    CHECK(eight.out.find("Communication") == eight.out.rfind("Communication"));
+    Run one = run_dtsim("simulate --model gpt2 --hardware h100-sxm --gpus-per-node 1 --micro-batch 2");
+    REQUIRE(one.exit_code == 0);
+    CHECK_THAT(one.out, Catch::Contains("Communication      none (one rank)") && !Catch::Contains("of which"));
+}
+
 TEST_CASE("README: the strategy examples run") {
     const std::string examples = (fs::path(DTSIM_SOURCE_DIR) / "examples").string();
     const std::string commands[] = {
