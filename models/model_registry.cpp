@@ -70,12 +70,19 @@ const Registry<NamedModel>& registry() {
                 llama({4096, 32, 32, 32, 11008, 32000, 4096}));
         reg.add("llama2-13b", "Llama-2 13B: 40 layers, hidden 5120, 40 heads, context 4096",
                 llama({5120, 40, 40, 40, 13824, 32000, 4096}));
+        // The 34B of the Llama 2 paper was never released; fms-fsdp's "34b"
+        // (fms_fsdp/utils/config_utils.py), the PyTorch FSDP blog's 34B rows,
+        // has Code Llama 34B's shape, here with Llama 2's context.
+        reg.add(
+            "llama2-34b",
+            "Llama-2 34B (Code Llama 34B's shape): 48 layers, hidden 8192, 64 heads (8 KV heads, GQA), context 4096",
+            llama({8192, 48, 64, 8, 22016, 32000, 4096}));
         reg.add("llama2-70b", "Llama-2 70B: 80 layers, hidden 8192, 64 heads (8 KV heads, GQA), context 4096",
                 llama({8192, 80, 64, 8, 28672, 32000, 4096}));
         // Llama-3, Mistral and Qwen2 from their HuggingFace config.json files (models/hf_configs).
         for (const EmbeddedConfig& e : embedded_hf_configs()) {
-            const HfModel m = parse_hf_config(nlohmann::json::parse(e.json), std::string("models/hf_configs/") +
-                                                                                   e.name + ".json");
+            const HfModel m =
+                parse_hf_config(nlohmann::json::parse(e.json), std::string("models/hf_configs/") + e.name + ".json");
             reg.add(e.name, m.description, hf_model(m));
         }
         reg.add("resnet50",

@@ -53,6 +53,10 @@ TEST_CASE("named models have the published HuggingFace parameter counts") {
         {"gpt2", 124'439'808},          {"gpt2-medium", 354'823'168}, {"gpt2-large", 774'030'080},
         {"gpt2-xl", 1'557'611'200},     {"llama2-7b", 6'738'415'616}, {"llama2-13b", 13'015'864'320},
         {"llama2-70b", 68'976'648'192},
+        // Code Llama 34B's shape; 33.7 B on its model card, this exact count by
+        // hand: 48 x (2 x 8192^2 + 2 x 8192 x 1024 + 3 x 8192 x 22016 + 2 x 8192)
+        // + 2 x 32000 x 8192 + 8192.
+        {"llama2-34b", 33'743'970'304},
     };
     for (const auto& e : expected) {
         INFO(e.name);
