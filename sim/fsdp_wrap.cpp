@@ -8,10 +8,14 @@ std::string fsdp_wrap_policy(const Knobs& knobs) {
 }
 
 std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knobs) {
+    const std::string policy = fsdp_wrap_policy(knobs);
+    return fsdp_unit_of_layer(w, policy, policy == "size" ? knobs.number("min_num_params") : 0);
+}
+
+std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const std::string& policy, double min_num_params) {
     const std::size_t n = w.layers.size();
     std::vector<int> unit_of(n, kFsdpRootUnit);
     int next = kFsdpRootUnit + 1;
-    const std::string policy = fsdp_wrap_policy(knobs);
     // No policy: FullyShardedDataParallel(model) makes one unit, the root.
     if (policy == "none") return unit_of;
     if (policy == "transformer") {
@@ -26,12 +30,11 @@ std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knob
         }
         return unit_of;
     }
-    const double min_params = knobs.number("min_num_params");
     std::size_t start = 0;
     std::int64_t sum = 0;
     for (std::size_t l = 0; l < n; ++l) {
         sum += w.layers[l].param_count();
-        if (static_cast<double>(sum) < min_params) continue;
+        if (static_cast<double>(sum) < min_num_params) continue;
         for (std::size_t i = start; i <= l; ++i) unit_of[i] = next;
         ++next;
         start = l + 1;

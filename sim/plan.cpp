@@ -27,6 +27,7 @@ std::string_view to_string(Phase p) {
         case Phase::compression: return "compression";
         case Phase::communication: return "communication";
         case Phase::transfer: return "transfer";
+        case Phase::parameter_copy: return "parameter_copy";
     }
     return "?";
 }

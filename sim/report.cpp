@@ -201,6 +201,10 @@ std::vector<std::string> memory_levers(const SimResult& result, const Config& co
         tries.push_back("a strategy that shards model states (FSDP, ZeRO)");
     else if (config.strategy == "deepspeed" && knob("stage") != "3")
         tries.push_back("--set stage=3 (ZeRO-3 shards the parameters too)");
+    else if (config.strategy == "fsdp2")
+        tries.push_back(knob("reshard_after_forward") == "false"
+                            ? "more GPUs to shard over (--nodes), or --set reshard_after_forward=auto"
+                            : "more GPUs to shard over (--nodes)");
     else
         tries.push_back(fmt::format("more GPUs to shard over (--nodes), or {}", config.strategy == "fsdp"
                                                                                     ? "--set cpu_offload=true"

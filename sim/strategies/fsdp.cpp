@@ -91,8 +91,8 @@ void check_block_classes(const models::Workload& w, const Knobs& knobs, const st
 }
 
 // The units and their sizes, from the wrap policy (sim/fsdp_wrap.hpp).
-std::vector<Unit> wrap_units(const models::Workload& w, const Knobs& knobs, std::vector<int>& unit_of) {
-    unit_of = fsdp_unit_of_layer(w, knobs);
+std::vector<Unit> wrap_units(const models::Workload& w, std::vector<int> layer_units, std::vector<int>& unit_of) {
+    unit_of = std::move(layer_units);
     const std::size_t n = w.layers.size();
     std::vector<Unit> units(static_cast<std::size_t>(*std::max_element(unit_of.begin(), unit_of.end())) + 1);
     for (std::size_t l = 0; l < n; ++l) {
@@ -110,6 +110,12 @@ DType resolve_dtype(const std::string& value, DType automatic) {
 
 // The knobs, parsed once.
 struct FsdpOptions {
+    // torch's fully_shard ("FSDP2", strategy fsdp2) rather than
+    // FullyShardedDataParallel: per-parameter shards, all-gathers copied out
+    // into the unsharded parameters, reduce-scatter inputs copied in
+    // (sim/strategies/fsdp.cpp, lower_fully_shard's notes).
+    bool fully_shard = false;
+    bool reshard_root = false;  // fully_shard(model, reshard_after_forward=True) given explicitly
     std::string sharding_name;  // as given: the notes quote it
     Sharding sharding = Sharding::full_shard;
     Prefetch prefetch = Prefetch::backward_pre;
@@ -159,6 +165,34 @@ FsdpOptions parse_options(const models::Workload& w, const Config& config, const
     return o;
 }
 
+// fully_shard's knobs (strategy fsdp2) in FSDP1's terms: reshard_after_forward
+// is FULL_SHARD's free after forward (false: SHARD_GRAD_OP's keep), and a 2-D
+// mesh (hsdp) shards inside each node and replicates across nodes, as
+// HYBRID_SHARD. Backward prefetches one group, as BACKWARD_PRE; forward
+// prefetches implicitly, bounded by the copy-out events rather than the rate
+// limiter (see FsdpLowering::unshard).
+FsdpOptions parse_fully_shard_options(const Config& config, const Knobs& knobs) {
+    FsdpOptions o;
+    o.fully_shard = true;
+    const std::string& given = knobs.text("reshard_after_forward");
+    const bool reshard = given != "false", hsdp = knobs.boolean("hsdp");
+    o.reshard_root = given == "true";
+    o.sharding = hsdp ? (reshard ? Sharding::hybrid_shard : Sharding::hybrid_shard_zero2)
+                      : (reshard ? Sharding::full_shard : Sharding::shard_grad_op);
+    o.sharding_name = "fully_shard";
+    o.prefetch = Prefetch::backward_pre;
+    o.limit_all_gathers = false;
+    o.no_sync = !knobs.boolean("requires_gradient_sync");
+    o.wrap_policy = knobs.text("units");
+    o.optimizer_impl = torch_optimizer_impl(knobs);
+    o.param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
+    o.reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), o.param_dtype);
+    o.param_bytes = dtype_bytes(o.param_dtype);
+    o.reduce_bytes = dtype_bytes(o.reduce_dtype);
+    o.shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+    return o;
+}
+
 // One FSDP step as PyTorch runs it: the constructor lays out the groups,
 // units, streams and model states; forward(m) and backward(m) run micro-step
 // m with their hooks; optimizer_step() and explain() end the step.
@@ -190,7 +224,8 @@ public:
 
     // ---- forward (§3.3, §3.4)
     void forward(int m) {
-        std::fill(gather_.begin(), gather_.end(), -1);
+        in_backward_ = false;
+        start_pass();
         order_.clear();  // units to all-gather, in pre-forward order: the root (it wraps the model) first
         for (int u = 0; u < static_cast<int>(units_.size()); ++u)
             if (needs_gather(u)) order_.push_back(u);
@@ -220,13 +255,17 @@ public:
                 if (o_.forward_prefetch && next_ < order_.size())
                     gather_next(m, config_.collectives_block_compute ? last_forward_ : -1);
             }
+            if (o_.fully_shard) {  // pre_forward's wait_for_unshard: the copy-out before the unit computes
+                if (l == 0) copy_out(m, kRoot);
+                if (entering) copy_out(m, u);
+            }
             const std::int32_t deps[] = {entering ? gather_[static_cast<std::size_t>(u)] : -1,
                                          l == 0 ? gather_[static_cast<std::size_t>(kRoot)] : -1};
             const std::int32_t f = step().forward(m, l, deps);
             if (entering) entered_first_forward = f;
             last_forward_ = f;
             // _post_forward_reshard: FULL_SHARD / HYBRID_SHARD free after forward, except the root.
-            if (unit(u).last_layer == l && u != kRoot && reshard_after_forward_ &&
+            if (unit(u).last_layer == l && (u != kRoot || o_.reshard_root) && reshard_after_forward_ &&
                 unsharded_[static_cast<std::size_t>(u)])
                 reshard(u, f);
         }
@@ -236,7 +275,8 @@ public:
     void backward(int m) {
         // sync_gradients: no_sync() on all but the last micro-step, or every micro-step without it.
         const bool sync = !o_.no_sync || m == config_.grad_accum - 1;
-        std::fill(gather_.begin(), gather_.end(), -1);
+        in_backward_ = true;
+        start_pass();
         order_.clear();
         for (int u : backward_order_)
             if (needs_gather(u)) order_.push_back(u);
@@ -254,6 +294,8 @@ public:
                     DTSIM_ASSERT(next_ < order_.size() && order_[next_] == u, "units gather in backward order");
                     gather_next(m, last_compute);
                 }
+                // fully_shard's pre_backward: unshard, wait_for_unshard (the copy-out), then prefetch.
+                if (o_.fully_shard) copy_out(m, u);
                 // BACKWARD_PRE: the next unit's all-gather right after this unit's,
                 // before its gradient computation.
                 if (o_.prefetch == Prefetch::backward_pre && next_ < order_.size()) gather_next(m, last_compute);
@@ -288,6 +330,12 @@ public:
             // pre-backward hook above).
             if (o_.prefetch == Prefetch::backward_post && next_ < order_.size())
                 gather_next(m, config_.collectives_block_compute ? b : unit_first_backward);
+            if (o_.fully_shard) {
+                // foreach_reduce runs only when gradients sync (set_requires_gradient_sync);
+                // otherwise the unsharded gradients stay, accumulating.
+                previous_micro_step_ = sync ? reduce_fully_shard(m, u, b) : b;
+                continue;
+            }
             // The unit's gradient becomes one flat tensor: the parameters are views
             // of the flat parameter, and autograd's backward of that split
             // concatenates their gradients into a new one (FlatParamHandle;
@@ -299,6 +347,10 @@ public:
             previous_micro_step_ = flat;
             if (sync) reduce(m, u, flat);
         }
+        // The root's post-backward callback waits for the reductions and drops the
+        // retained reduce-scatter input and all-gather output (fully_shard).
+        release_held(held_reduce_input_, MemCategory::gradients);
+        release_held(held_gather_output_, MemCategory::gathered);
     }
 
     // ---- step: the optimizer over this rank's shards, then zero_grad
@@ -313,10 +365,19 @@ public:
             return;
         }
         // One flat parameter per unit (use_orig_params=False); the root's may be empty.
+        // fully_shard keeps every parameter a tensor of its own (a DTensor's local shard).
         std::int64_t tensors = 0, largest = 0;
-        for (const Unit& u : units_) {
-            tensors += u.shard > 0;
-            largest = std::max(largest, u.shard);
+        if (o_.fully_shard) {
+            for (const auto& layer : w_.layers)
+                for (const auto& p : layer.params) {
+                    ++tensors;
+                    largest = std::max(largest, (p.numel() + shard_ranks_ - 1) / shard_ranks_);
+                }
+        } else {
+            for (const Unit& u : units_) {
+                tensors += u.shard > 0;
+                largest = std::max(largest, u.shard);
+            }
         }
         // _post_backward_final_callback waits for every reduction.
         step().optimizer_step({.elements = shard_total_,
@@ -330,6 +391,10 @@ public:
 
     // ---- what the report says of it
     void explain() {
+        if (o_.fully_shard) {
+            explain_fully_shard();
+            return;
+        }
         if (o_.checkpoint_policy)
             plan_.notes.push_back(
                 fmt::format("activation_checkpointing_policy={{{}}}: checkpoint_wrapper around each {}, "
@@ -409,6 +474,58 @@ public:
     }
 
 private:
+    void explain_fully_shard() {
+        int blocks = 0;
+        for (int u = 1; u < static_cast<int>(units_.size()); ++u) blocks += unit(u).numel > 0;
+        const std::string param = std::string(to_string(o_.param_dtype)),
+                          reduce = std::string(to_string(o_.reduce_dtype));
+        const bool reshard = o_.sharding == Sharding::full_shard || o_.sharding == Sharding::hybrid_shard;
+        const bool mesh_2d = o_.sharding == Sharding::hybrid_shard || o_.sharding == Sharding::hybrid_shard_zero2;
+        const std::string modules =
+            o_.wrap_policy == "none" || blocks == 0
+                ? fmt::format("the model alone ({:.1f} M parameters{})", static_cast<double>(unit(kRoot).numel) / 1e6,
+                              o_.wrap_policy == "none" ? "" : "; it has no transformer blocks")
+                : fmt::format("each of {} {}, then on the model (the root, {:.1f} M parameters)", blocks,
+                              o_.wrap_policy == "blocks" ? "blocks" : "runs of layers",
+                              static_cast<double>(unit(kRoot).numel) / 1e6);
+        const std::string resharding = !reshard          ? "reshard_after_forward=False, "
+                                       : o_.reshard_root ? "reshard_after_forward=True, "
+                                                         : "";
+        plan_.notes.push_back(fmt::format(
+            "torch fully_shard (FSDP2) on {}, as fully_shard(module, "
+            "{}{}mp_policy=MixedPrecisionPolicy(param_dtype={}, "
+            "reduce_dtype={})): {}.",
+            modules, mesh_2d ? "mesh=<2-D: replicate across nodes, shard inside each>, " : "", resharding, param,
+            reduce,
+            !reshard          ? "every group keeps its parameters from forward to backward"
+            : o_.reshard_root ? "every group, the root too, reshards after forward and all-gathers again in backward"
+                              : "the blocks reshard after forward and all-gather again in backward, the root keeps "
+                                "its parameters (fully_shard's default)"));
+        if (!sharded_) {
+            plan_.notes.push_back(replicate_group_ >= 0
+                                      ? fmt::format("One GPU a node: each group's gradients all-reduced in {} across "
+                                                    "{} nodes, parameters whole.",
+                                                    reduce, replicate_ranks_)
+                                      : std::string("One rank: no collectives."));
+        } else {
+            plan_.notes.push_back(fmt::format(
+                "Parameters sharded one by one over {}; each all-gather in {} is copied out into the unsharded "
+                "parameters on the compute stream; gradients are copied into a reduce-scatter input in {} "
+                "(chunk_cat){}.",
+                hybrid_ ? fmt::format("the {} ranks of each node", shard_ranks_)
+                        : fmt::format("{} ranks", shard_ranks_),
+                param, reduce,
+                replicate_group_ >= 0
+                    ? fmt::format(", and each reduced shard all-reduced across {} nodes", config_.topology.nodes)
+                    : ""));
+        }
+        if (config_.grad_accum > 1)
+            plan_.notes.push_back(o_.no_sync ? "Gradient accumulation with set_requires_gradient_sync(False) on all "
+                                               "but the last micro-step: unsharded gradients accumulate in memory."
+                                             : "Gradient accumulation reduce-scatters every micro-step (fully_shard's "
+                                               "default); the sharded gradients accumulate.");
+    }
+
     StepBuilder& step() { return *step_; }
     const Unit& unit(int u) const { return units_[static_cast<std::size_t>(u)]; }
 
@@ -421,7 +538,10 @@ private:
         if (sharding_ != Sharding::no_shard && shard_ranks_ == 1) {
             // FSDP switches to NO_SHARD when its (shard) process group has one rank.
             plan_.notes.push_back(
-                fmt::format("{} over a shard group of one rank: FSDP runs it as NO_SHARD.", o_.sharding_name));
+                o_.fully_shard
+                    ? std::string(
+                          "fully_shard over a shard group of one rank: nothing to all-gather or reduce-scatter.")
+                    : fmt::format("{} over a shard group of one rank: FSDP runs it as NO_SHARD.", o_.sharding_name));
             sharding_ = Sharding::no_shard;
             hybrid_ = false;
         }
@@ -530,7 +650,7 @@ private:
             plan_.tasks.back().bucket = u;
             plan_.alloc(MemCategory::gathered, o_.shard_bytes * un.shard);
         }
-        const std::int32_t deps[] = {ready, limiter()};
+        const std::int32_t deps[] = {ready, o_.fully_shard ? copy_out_bound() : limiter()};
         const std::int32_t gather = step().collective(CollectiveKind::allgather, un.padded * o_.param_bytes,
                                                       shard_group_, shard_group_stream_, deps, m, u, o_.param_dtype);
         plan_.set_role(CollectiveRole::parameter_gather, {u});
@@ -539,6 +659,132 @@ private:
         if (o_.offload) plan_.release(MemCategory::gathered, o_.shard_bytes * un.shard);
         unsharded_[static_cast<std::size_t>(u)] = 1;
         return gather;
+    }
+
+    // A forward or backward pass starts: no unit all-gathered or copied out yet.
+    void start_pass() {
+        std::fill(gather_.begin(), gather_.end(), -1);
+        copied_.assign(units_.size(), 0);
+        copy_outs_.clear();
+    }
+
+    // fully_shard's bound on all-gathers in flight (FSDPCommContext's
+    // all_gather_state): in forward, wait_for_unshard of group k keeps its
+    // all-gather output until group k+1's wait_for_unshard, which orders the
+    // all-gather streams after group k's copy-out, so group k+2's all-gather
+    // waits for it; in backward each wait_for_unshard orders them after its own
+    // copy-out at once, before the prefetch.
+    std::int32_t copy_out_bound() const {
+        const std::size_t back = in_backward_ ? 1 : 2;
+        return copy_outs_.size() >= back ? copy_outs_[copy_outs_.size() - back] : -1;
+    }
+
+    // fully_shard's wait_for_unshard: foreach_all_gather_copy_out copies the
+    // all-gather output into each unsharded parameter (split_with_sizes_copy,
+    // reading and writing the unit once) on the compute stream. The output is
+    // freed then in backward, and at the next group's copy-out in forward
+    // (kept for implicit prefetching). The unit's compute now waits for the copy.
+    void copy_out(int m, int u) {
+        std::int32_t& g = gather_[static_cast<std::size_t>(u)];
+        if (g < 0 || copied_[static_cast<std::size_t>(u)]) return;
+        copied_[static_cast<std::size_t>(u)] = 1;
+        const std::int64_t bytes = unit(u).padded * o_.param_bytes;
+        const std::int32_t deps[] = {g};
+        g = step().pass(Phase::parameter_copy, 2 * bytes, 0, deps, m);
+        plan_.tasks.back().fresh_output = true;
+        plan_.alloc(MemCategory::gathered, bytes);  // the unsharded parameters
+        copy_outs_.push_back(g);
+        if (in_backward_) {
+            plan_.release(MemCategory::gathered, bytes);
+        } else {
+            release_held(held_gather_output_, MemCategory::gathered);
+            held_gather_output_ = bytes;
+        }
+    }
+
+    // Frees `bytes` of `category` held past their use, when the latest task ends.
+    void release_held(std::int64_t& bytes, MemCategory category) {
+        if (bytes > 0) plan_.release(category, bytes);
+        bytes = 0;
+    }
+
+    // fully_shard's post_backward for unit u, whose gradients are complete after
+    // `grad_ready` (foreach_reduce, _fsdp_collectives.py): chunk_cat copies the
+    // unsharded gradients into a new reduce-scatter input in reduce_dtype, on
+    // the compute stream, and they are freed; the reduce-scatter writes a new
+    // shard, which becomes the sharded gradients (views, or a cast to the
+    // parameters' dtype), or is added into them when accumulating. The input is
+    // kept until the next group's post_backward (reduce_scatter_max_input_buffers,
+    // 1). fp32 and bf16 reduce with ReduceOp.AVG, no division kernels; fp16
+    // divides around the collectives as FSDP1 does (_get_gradient_divide_factors).
+    std::int32_t reduce_fully_shard(int m, int u, std::int32_t grad_ready) {
+        const Unit& un = unit(u);
+        if (un.numel == 0) return grad_ready;
+        grad_held_[static_cast<std::size_t>(u)] = 0;
+        const std::int32_t grads[] = {grad_ready};
+        const std::int32_t copied =
+            step().pass(Phase::gradient_copy, un.padded * (o_.param_bytes + o_.reduce_bytes), 0, grads, m);
+        plan_.tasks.back().fresh_output = true;
+        const std::int64_t input = un.padded * o_.reduce_bytes;
+        plan_.alloc(MemCategory::gradients, input);
+        plan_.release(MemCategory::gradients, unsharded_grad_bytes(u));
+        release_held(held_gather_output_, MemCategory::gathered);  // all_gather_state, on the current stream
+        release_held(held_reduce_input_, MemCategory::gradients);
+        held_reduce_input_ = input;
+        if (!sharded_) {
+            // A shard group of one rank: no reduce-scatter, the input is the gradient;
+            // across nodes (a 2-D mesh of one GPU a node) it is all-reduced.
+            std::int32_t done = copied;
+            if (replicate_group_ >= 0) {
+                const std::int32_t after[] = {copied};
+                done = step().collective(CollectiveKind::allreduce, input, replicate_group_, all_reduce_stream_, after,
+                                         m, u, o_.reduce_dtype);
+                plan_.set_role(CollectiveRole::gradient_reduce, {u});
+                step().synchronous_collective(done);
+            }
+            keep_fully_shard_grad(u, input);
+            held_reduce_input_ = 0;  // it is the gradient now
+            reduced_.push_back(done);
+            return copied;
+        }
+        const bool divides = o_.reduce_dtype == DType::fp16;
+        const std::int32_t divided = divides ? divide(un.padded, predivide_, copied, m, shard_group_stream_) : copied;
+        const std::int32_t after[] = {divided};
+        std::int32_t done = step().collective(CollectiveKind::reduce_scatter, input, shard_group_, shard_group_stream_,
+                                              after, m, u, o_.reduce_dtype);
+        plan_.set_role(CollectiveRole::gradient_reduce, {u});
+        step().synchronous_collective(done);
+        const std::int64_t output = un.shard * o_.reduce_bytes;
+        plan_.alloc(MemCategory::gradients, output);
+        if (replicate_group_ >= 0) {  // HSDP: the shard all-reduced across nodes, on its own stream
+            const std::int32_t rs[] = {done};
+            done = step().collective(CollectiveKind::allreduce, output, replicate_group_, all_reduce_stream_, rs, m, u,
+                                     o_.reduce_dtype);
+            step().synchronous_collective(done);
+        }
+        if (divides)
+            done = divide(un.shard, postdivide_, done, m,
+                          replicate_group_ >= 0 ? all_reduce_stream_ : shard_group_stream_);
+        keep_fully_shard_grad(u, output);
+        reduced_.push_back(done);
+        return copied;
+    }
+
+    // The reduced shard (`output` bytes, reduce_dtype) becomes unit u's sharded
+    // gradients in the parameters' dtype (_cast_and_view_sharded_grads): the
+    // same buffer when the dtypes agree, else a cast copy; a second micro-step
+    // adds it into them and frees it.
+    void keep_fully_shard_grad(int u, std::int64_t output) {
+        const std::int64_t kept = unit(u).shard * o_.shard_bytes;
+        if (shard_held_[static_cast<std::size_t>(u)]) {
+            plan_.release(MemCategory::gradients, output);
+            return;
+        }
+        shard_held_[static_cast<std::size_t>(u)] = 1;
+        grad_shards_ += kept;
+        if (kept == output) return;
+        plan_.alloc(MemCategory::gradients, kept);
+        plan_.release(MemCategory::gradients, output);
     }
 
     // Frees unit u's unsharded parameters when `task` (the latest task) ends.
@@ -669,13 +915,21 @@ private:
     std::vector<int> order_;            // units to all-gather in this pass, in hook order
     std::size_t next_ = 0;              // the next of order_ to all-gather
     std::int32_t last_forward_ = -1;
-    std::int32_t previous_micro_step_ = -1;  // the model thread's last task of the micro-step before (its last flatten)
+    std::int32_t previous_micro_step_ = -1;
+    // fully_shard: the pass in progress, the copy-outs done in it, and the
+    // buffers kept past their use.
+    bool in_backward_ = false;
+    std::vector<char> copied_;             // the unit's all-gather is copied out in this pass
+    std::vector<std::int32_t> copy_outs_;  // this pass's copy-out tasks, in order
+    std::int64_t held_gather_output_ = 0;  // forward's last all-gather output (all_gather_state)
+    std::int64_t held_reduce_input_ = 0;   // the last reduce-scatter input (reduce_scatter_states)  // the model
+                                           // thread's last task of the micro-step before (its last flatten)
 };
 
-Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
-    const FsdpOptions options = parse_options(w, config, knobs);
+Plan run_fsdp(const models::Workload& w, const Config& config, const FsdpOptions& options,
+              std::vector<int> layer_units) {
     std::vector<int> unit_of;
-    std::vector<Unit> units = wrap_units(w, knobs, unit_of);
+    std::vector<Unit> units = wrap_units(w, std::move(layer_units), unit_of);
     Plan plan;
     FsdpLowering fsdp(w, config, options, plan, std::move(units), std::move(unit_of));
     for (int m = 0; m < config.grad_accum; ++m) {
@@ -685,6 +939,20 @@ Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& kn
     fsdp.optimizer_step();
     fsdp.explain();
     return plan;
+}
+
+Plan lower_fsdp(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    return run_fsdp(w, config, parse_options(w, config, knobs), fsdp_unit_of_layer(w, knobs));
+}
+
+// torch's fully_shard as torchtitan applies it: fully_shard(block) for every
+// transformer block (or every run of layers of min_num_params, or nothing),
+// then fully_shard(model) for the rest (the root).
+Plan lower_fully_shard(const models::Workload& w, const Config& config, const Knobs& knobs) {
+    const std::string& units = knobs.text("units");
+    return run_fsdp(w, config, parse_fully_shard_options(config, knobs),
+                    fsdp_unit_of_layer(w, units == "blocks" ? "transformer" : units,
+                                       units == "size" ? knobs.number("min_num_params") : 0));
 }
 
 }  // namespace
@@ -780,6 +1048,61 @@ void register_fsdp(Registry<Strategy>& r) {
           "PyTorch FullyShardedDataParallel (FSDP1): per-unit all-gather before use, reduce-scatter after backward, "
           "prefetching overlapped with compute",
           s);
+
+    Strategy f;
+    f.lower = lower_fully_shard;
+    f.autocast = s.autocast;
+    f.knobs = {
+        {.name = "reshard_after_forward",
+         .type = KnobType::choice,
+         .default_value = "auto",
+         .description = "fully_shard(reshard_after_forward=...): auto (not given) frees each block's unsharded "
+                        "parameters after its forward and all-gathers them again in backward, the root keeping its "
+                        "own; true (given to every call, as torchtitan does) reshards the root too; false keeps "
+                        "every group's until after backward",
+         .choices = {"auto", "true", "false"}},
+        {.name = "units",
+         .type = KnobType::choice,
+         .default_value = "blocks",
+         .description = "the modules given to fully_shard before the model: blocks = each transformer block "
+                        "(torchtitan), size = runs of consecutive layers of min_num_params (e.g. each Linear of an "
+                        "MLP), none = the model alone",
+         .choices = {"blocks", "size", "none"}},
+        {.name = "min_num_params",
+         .type = KnobType::number,
+         .default_value = "1e8",
+         .description = "with units=size: the parameters of a run of layers given to fully_shard",
+         .min_exclusive = true,
+         .applies_when = "units=size"},
+        {.name = "hsdp",
+         .type = KnobType::boolean,
+         .default_value = "false",
+         .description = "a 2-D DeviceMesh (replicate across nodes, shard inside each node): each reduced gradient "
+                        "shard is all-reduced across nodes (torchtitan's dp_replicate = nodes)"},
+        {.name = "requires_gradient_sync",
+         .type = KnobType::boolean,
+         .default_value = "true",
+         .description = "with --grad-accum: reduce-scatter every micro-step (true, fully_shard's default); false: "
+                        "model.set_requires_gradient_sync(False) on all but the last micro-step, holding unsharded "
+                        "gradients"},
+        {.name = "param_dtype",
+         .type = KnobType::choice,
+         .default_value = "auto",
+         .description = "MixedPrecisionPolicy.param_dtype (all-gathers and compute); auto: the --precision's 16-bit "
+                        "type, fp32 without",
+         .choices = {"auto", "fp32", "fp16", "bf16"}},
+        {.name = "reduce_dtype",
+         .type = KnobType::choice,
+         .default_value = "auto",
+         .description = "MixedPrecisionPolicy.reduce_dtype (gradient reductions); auto: param_dtype (torchtitan sets "
+                        "fp32)",
+         .choices = {"auto", "fp32", "fp16", "bf16"}},
+    };
+    for (auto& k : torch_optimizer_knobs()) f.knobs.push_back(std::move(k));
+    r.add("fsdp2",
+          "PyTorch fully_shard (FSDP2), as torchtitan applies it: each block then the model, per-parameter shards, "
+          "all-gathers copied out and gradients copied in on the compute stream",
+          f);
 }
 
 }  // namespace dtsim::sim

@@ -28,6 +28,8 @@ run_twice simulate-text simulate --model gpt2-xl --nodes 2 --gpus-per-node 8 --s
     --precision bf16-mixed --trace trace.json
 run_twice simulate-json simulate --model llama2-7b --nodes 2 --strategy fsdp --micro-batch 2 \
     --precision bf16-mixed --set sharding_strategy=HYBRID_SHARD --format json
+run_twice simulate-fsdp2 simulate --model llama2-7b --nodes 2 --strategy fsdp2 --micro-batch 2 \
+    --precision bf16-mixed --set hsdp=true --set reduce_dtype=fp32 --trace trace.json --format json
 run_twice simulate-zero3-offload simulate --model llama2-7b --nodes 2 --micro-batch 1 --precision bf16-mixed \
     --strategy deepspeed_stage_3_offload --format json
 run_twice sweep sweep --model gpt2-xl --nodes 2 --axis strategy=ddp,fsdp,deepspeed_stage_2 \

@@ -968,3 +968,142 @@ TEST_CASE("on a CPU backend FSDP's synchronous collectives hold the model's thre
     ddp.knobs.clear();
     CHECK(simulate(ddp, cpu).metrics.step_time_s == simulate(ddp, gpu).metrics.step_time_s);
 }
+
+// ---- fsdp2: torch's fully_shard (_fsdp_collectives.py, _fsdp_param_group.py, torch 2.15)
+
+namespace {
+
+Config fully_shard_config(const std::string& model, int nodes, int gpus_per_node) {
+    Config c = fsdp_config(model, nodes, gpus_per_node);
+    c.strategy = "fsdp2";
+    return c;
+}
+
+bool depends_on(const Plan& p, std::size_t task, std::int32_t on) {
+    const auto deps = p.deps_of(p.tasks[task]);
+    return std::find(deps.begin(), deps.end(), on) != deps.end();
+}
+
+}  // namespace
+
+TEST_CASE("fsdp2 copies each all-gather out into the unsharded parameters before the unit computes") {
+    const SimResult r = run(fully_shard_config("gpt2-medium", 1, 8));
+    const Wrap u = transformer_units(*r.workload);
+    const auto& tasks = r.plan.tasks;
+    int gathers = 0, copies = 0;
+    std::vector<std::int32_t> copy_outs;  // in program order
+    std::vector<bool> in_backward;
+    bool backward_started = false;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+        const Task& t = tasks[i];
+        if (t.kind == TaskKind::compute && t.phase == Phase::backward) backward_started = true;
+        if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::allgather) ++gathers;
+        if (t.phase != Phase::parameter_copy) continue;
+        ++copies;
+        // split_with_sizes_copy reads the all-gather output and writes the parameters:
+        // twice the unit in bf16, on the compute stream, after that unit's all-gather.
+        const auto deps = r.plan.deps_of(t);
+        REQUIRE(deps.size() == 1);
+        const Task& gather = tasks[static_cast<std::size_t>(deps[0])];
+        CHECK(gather.collective == CollectiveKind::allgather);
+        CHECK(t.bytes == 2 * padded(u.numel[static_cast<std::size_t>(gather.bucket)], 8) * 2);
+        CHECK(stream_name(r, t) == "compute");
+        // The unit's next compute task waits for the copy.
+        std::size_t next = i + 1;
+        while (next < tasks.size() && (tasks[next].kind != TaskKind::compute || tasks[next].layer < 0)) ++next;
+        REQUIRE(next < tasks.size());
+        CHECK(depends_on(r.plan, next, static_cast<std::int32_t>(i)));
+        copy_outs.push_back(static_cast<std::int32_t>(i));
+        in_backward.push_back(backward_started);
+    }
+    CHECK(copies == gathers);
+    // The all-gathers in flight: in forward, group k's waits for group k-2's copy-out
+    // (all_gather_state); in backward the prefetch waits for the copy-out before it.
+    for (std::size_t k = 0; k < copy_outs.size(); ++k) {
+        const auto gather = static_cast<std::size_t>(r.plan.deps_of(tasks[static_cast<std::size_t>(copy_outs[k])])[0]);
+        if (!in_backward[k] && k >= 2 && !in_backward[k - 2]) CHECK(depends_on(r.plan, gather, copy_outs[k - 2]));
+        if (in_backward[k] && k >= 1 && in_backward[k - 1]) CHECK(depends_on(r.plan, gather, copy_outs[k - 1]));
+    }
+}
+
+TEST_CASE("fsdp2 reduces through a chunk_cat copy-in, with AVG for bf16 and fp32 and divisions for fp16") {
+    Config c = fully_shard_config("gpt2-medium", 1, 8);
+    for (const char* reduce : {"bf16", "fp32", "fp16"}) {
+        CAPTURE(reduce);
+        c.knobs = {{"reduce_dtype", reduce}};
+        const SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        const std::int64_t reduce_bytes = std::string(reduce) == "fp32" ? 4 : 2;
+        int copy_ins = 0, divisions = 0;
+        std::int64_t reduced = 0;
+        for (const Task& t : r.plan.tasks) {
+            divisions += t.phase == Phase::compression;
+            if (is_fsdp_collective(r, t) && t.collective == CollectiveKind::reduce_scatter) {
+                reduced += t.bytes;
+                CHECK(t.bytes == padded(u.numel[static_cast<std::size_t>(t.bucket)], 8) * reduce_bytes);
+            }
+            if (t.phase == Phase::gradient_copy) {
+                ++copy_ins;
+                CHECK(t.fresh_output);  // a new reduce-scatter input
+            }
+        }
+        CHECK(reduced == sum_padded(u.numel, 8) * reduce_bytes);
+        CHECK(copy_ins == static_cast<int>(u.numel.size()));
+        // fp16 alone risks overflow: a division before and after each reduce-scatter.
+        CHECK(divisions == (std::string(reduce) == "fp16" ? 2 * copy_ins : 0));
+    }
+}
+
+TEST_CASE("fsdp2 holds one more unit of parameters than fsdp1 at the peak: the kept all-gather output") {
+    // In forward wait_for_unshard keeps a group's all-gather output until the
+    // next group's copy-out; the last one until the first post_backward, where
+    // the activations peak. FSDP1 all-gathers into the flat parameter itself.
+    Config c = fsdp_config("llama2-7b", 1, 8);
+    c.micro_batch = 2;
+    c.seq_len = 4096;
+    const SimResult v1 = run(c);
+    c.strategy = "fsdp2";
+    const SimResult v2 = run(c);
+    const Wrap u = transformer_units(*v2.workload);
+    const std::int64_t block = padded(u.numel[1], 8) * 2;  // bf16
+    CHECK(at_peak(v2, MemCategory::gathered) - at_peak(v1, MemCategory::gathered) == block);
+    CHECK(v2.metrics.peak_memory_bytes - v1.metrics.peak_memory_bytes == block);
+    CHECK(v2.metrics.compute_s > v1.metrics.compute_s);  // the copy-outs
+}
+
+TEST_CASE("fsdp2 knobs: reshard_after_forward, a 2-D mesh, gradient sync under accumulation") {
+    SECTION("reshard_after_forward: the blocks twice (auto), the root too (true), each group once (false)") {
+        Config c = fully_shard_config("gpt2-medium", 1, 8);
+        const Wrap u = transformer_units(*run(c).workload);
+        const int blocks = static_cast<int>(u.numel.size()) - 1;
+        CHECK(traffic(run(c), CollectiveKind::allgather).count == 1 + 2 * blocks);
+        c.knobs = {{"reshard_after_forward", "true"}};
+        CHECK(traffic(run(c), CollectiveKind::allgather).count == 2 + 2 * blocks);
+        c.knobs = {{"reshard_after_forward", "false"}};
+        CHECK(traffic(run(c), CollectiveKind::allgather).count == 1 + blocks);
+    }
+    SECTION("hsdp shards inside a node and all-reduces each shard across nodes") {
+        Config c = fully_shard_config("gpt2-medium", 2, 8);
+        c.knobs = {{"hsdp", "true"}};
+        const SimResult r = run(c);
+        const Wrap u = transformer_units(*r.workload);
+        const Traffic ar = traffic(r, CollectiveKind::allreduce);
+        CHECK(ar.count == static_cast<int>(u.numel.size()));
+        CHECK(all_equal(ar.group_sizes, 2));
+        CHECK(ar.bytes == shard_total(u.numel, 8) * 2);
+        CHECK(all_equal(traffic(r, CollectiveKind::reduce_scatter).group_sizes, 8));
+    }
+    SECTION("accumulation reduce-scatters every micro-step unless gradient sync is off") {
+        Config c = fully_shard_config("gpt2-medium", 1, 8);
+        c.grad_accum = 2;
+        const int units = static_cast<int>(transformer_units(*run(c).workload).numel.size());
+        CHECK(traffic(run(c), CollectiveKind::reduce_scatter).count == 2 * units);
+        c.knobs = {{"requires_gradient_sync", "false"}};
+        CHECK(traffic(run(c), CollectiveKind::reduce_scatter).count == units);
+    }
+    SECTION("FSDP1's knobs are not fully_shard's") {
+        Config c = fully_shard_config("gpt2-medium", 1, 8);
+        c.knobs = {{"sharding_strategy", "FULL_SHARD"}};
+        CHECK_THROWS_WITH(run(c), Catch::Contains("sharding_strategy"));
+    }
+}

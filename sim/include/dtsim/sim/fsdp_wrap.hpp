@@ -25,5 +25,8 @@ std::string fsdp_wrap_policy(const Knobs& knobs);
 // list). Layers left over belong to the root unit; units are numbered in
 // forward order from 1.
 std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const Knobs& knobs);
+// The same for a policy given by name ("transformer", "size" with
+// `min_num_params`, or "none").
+std::vector<int> fsdp_unit_of_layer(const models::Workload& w, const std::string& policy, double min_num_params);
 
 }  // namespace dtsim::sim

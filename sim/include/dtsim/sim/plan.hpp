@@ -30,7 +30,8 @@ enum class Phase : std::uint8_t {
     gradient_copy,
     compression,  // communication-hook math: casts, PowerSGD matmuls
     communication,
-    transfer,  // host<->device copies and NVMe I/O
+    transfer,        // host<->device copies and NVMe I/O
+    parameter_copy,  // FSDP2's copy-out of an all-gather into the unsharded parameters
 };
 std::string_view to_string(Phase p);
 
