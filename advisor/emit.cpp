@@ -310,6 +310,10 @@ std::string emit_lightning(const sim::Config& config) {
                     "instead\n",
                     name, value);
         strategy = call("strategy = DeepSpeedStrategy", args);
+    } else if (c.strategy == "fsdp2") {
+        throw ConfigError(
+            "no Lightning emitter for strategy 'fsdp2': Lightning runs fully_shard through ModelParallelStrategy, "
+            "whose configure_model() applies it; --emit torch writes those fully_shard calls");
     } else {
         throw ConfigError(fmt::format("no Lightning emitter for strategy '{}'", c.strategy));
     }
@@ -382,6 +386,42 @@ std::string emit_torch(const sim::Config& config) {
         if (c.grad_accum > 1)
             notes += k.boolean("no_sync") ? "# accumulate with `with model.no_sync():` on all but the last micro-step\n"
                                           : "# accumulate without no_sync(): reduce-scatter every micro-step\n";
+    } else if (c.strategy == "fsdp2") {
+        const bool hsdp = k.boolean("hsdp");
+        out += "import torch\nfrom torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n";
+        if (hsdp) out += "from torch.distributed.device_mesh import init_device_mesh\n";
+        out += "\n" + block_comment(c);
+        const auto [param, reduce] = fsdp_dtypes(c, k);
+        out += fmt::format("mp_policy = MixedPrecisionPolicy(param_dtype={}, reduce_dtype={})\n", torch_dtype(param),
+                           torch_dtype(reduce));
+        // auto: the argument left out (None), so the root keeps its parameters after forward.
+        const std::string reshard = k.text("reshard_after_forward");
+        std::string args = "mp_policy=mp_policy";
+        if (reshard != "auto") args += fmt::format(", reshard_after_forward={}", py_bool(reshard == "true"));
+        if (hsdp) {
+            out +=
+                fmt::format("mesh = init_device_mesh(\"cuda\", ({}, {}), mesh_dim_names=(\"replicate\", \"shard\"))\n",
+                            c.topology.nodes, c.topology.gpus_per_node);
+            args = "mesh=mesh, " + args;
+        }
+        const std::string units = k.text("units");
+        if (units == "blocks")
+            out += fmt::format(
+                "for block in [m for m in model.modules() if isinstance(m, Block)]:\n"
+                "    fully_shard(block, {})\n",
+                args);
+        else if (units == "size")
+            out += fmt::format(
+                "# each run of consecutive layers holding {} parameters, as dtsim wrapped them:\n"
+                "# for module in <those modules>:\n"
+                "#     fully_shard(module, {})\n",
+                number(k.number("min_num_params")), args);
+        out += fmt::format("fully_shard(model, {})\n", args);
+        if (c.grad_accum > 1)
+            notes += k.boolean("requires_gradient_sync")
+                         ? "# accumulate by calling backward per micro-step: each one reduce-scatters\n"
+                         : "# accumulate with model.set_requires_gradient_sync(False) on all but the last "
+                           "micro-step\n";
     } else if (c.strategy == "deepspeed") {
         out +=
             "import deepspeed\n\n"

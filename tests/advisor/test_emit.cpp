@@ -219,3 +219,18 @@ TEST_CASE(
         CHECK(contains(text, "MUST_SAVE for SDPA's flash / efficient kernels and for aten.mm calls 1, 3, 5"));
     }
 }
+
+TEST_CASE("torch emitter writes fully_shard on each Block then the model, and Lightning names its way", "[emit]") {
+    sim::Config c = gpt2("fsdp2", {{"reduce_dtype", "fp32"}});
+    c.precision = sim::Precision::bf16_mixed;
+    const std::string t = advisor::emit_torch(c);
+    CHECK(contains(t, "MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)"));
+    CHECK(contains(t, "isinstance(m, Block)"));
+    CHECK(contains(t, "fully_shard(model, mp_policy=mp_policy)\n"));  // auto: the argument left out
+    CHECK_FALSE(contains(t, "init_device_mesh"));
+    c.knobs = {{"reshard_after_forward", "false"}, {"hsdp", "true"}};
+    const std::string h = advisor::emit_torch(c);
+    CHECK(contains(h, "init_device_mesh(\"cuda\", (2, 4), mesh_dim_names=(\"replicate\", \"shard\"))"));
+    CHECK(contains(h, "fully_shard(model, mesh=mesh, mp_policy=mp_policy, reshard_after_forward=False)"));
+    CHECK_THROWS_WITH(advisor::emit_lightning(c), Catch::Contains("ModelParallelStrategy"));
+}

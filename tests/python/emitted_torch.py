@@ -8,7 +8,9 @@ code; two ranks (gloo, torch.multiprocessing) each build a tiny model whose
 two transformer blocks are of class `Block`, run the emitted code as
 written, check that the wrapper reports back the emitted configuration
 (DDP's bucket cap, bucket view, static graph, hook; FSDP's sharding
-strategy, CPU offload, prefetch, one unit per Block), and train two steps.
+strategy, CPU offload, prefetch, one unit per Block; fully_shard on each
+Block and the model, and whether it reshards after forward), and train two
+steps.
 The one edit is the GPU placement, which a CPU has not:
 `torch.cuda.current_device()` becomes the CPU device.
 
@@ -29,6 +31,9 @@ CASES = {
     "ddp fp16 hook": ["strategy=ddp", "comm_hook=fp16_compress"],
     "fsdp full shard": ["strategy=fsdp", "sharding_strategy=FULL_SHARD"],
     "fsdp shard grad op": ["strategy=fsdp", "sharding_strategy=SHARD_GRAD_OP"],
+    "fsdp2": ["strategy=fsdp2"],
+    "fsdp2 root resharded too": ["strategy=fsdp2", "reshard_after_forward=true"],
+    "fsdp2 kept after forward": ["strategy=fsdp2", "reshard_after_forward=false"],
 }
 # Not here: FSDP's CPUOffload(offload_params=True) pins host memory, which
 # needs CUDA ("Found no NVIDIA driver"); its emitted form differs only in
@@ -74,6 +79,22 @@ def rank_main(rank: int, world: int, init: str, code: str, axes: list[str], erro
             want_hooks = {"allreduce": [], "fp16_compress": ["fp16_compress_hook"],
                           "bf16_compress": ["bf16_compress_hook"]}[hook]
             assert registered == want_hooks, (registered, want_hooks)
+        elif strategy == "fsdp2":
+            from torch.distributed.fsdp import FSDPModule
+
+            sharded = [m for m in model.modules() if isinstance(m, FSDPModule)]
+            blocks = [m for m in model.modules() if isinstance(m, Block)]
+            assert model in sharded and all(b in sharded for b in blocks), "fully_shard on each Block and the model"
+            assert len(sharded) == len(blocks) + 1, f"{len(sharded)} fully_shard modules for {len(blocks)} Blocks"
+            # A group that keeps its parameters after forward has no post-forward mesh
+            # (FSDPParamGroup.post_forward_mesh_info, torch/distributed/fsdp/_fully_shard); the
+            # root's is set at lazy init, so run a forward first. auto: the blocks reshard, the root keeps.
+            model(torch.randn(2, 16))
+            reshard = knob(axes, "reshard_after_forward", "auto")
+            for m in [model] + blocks:
+                keep = reshard == "false" or (reshard == "auto" and m is model)
+                group = m._get_fsdp_state()._fsdp_param_group
+                assert (group.post_forward_mesh_info is None) == keep, (m is model, group.post_forward_mesh_info, keep)
         else:
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
 
