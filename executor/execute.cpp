@@ -9,6 +9,7 @@
 #include "dtsim/common/error.hpp"
 #include "dtsim/executor/measured_result.hpp"
 #include "dtsim/executor/mpi_world.hpp"
+#include "dtsim/profiler/host_info.hpp"
 #include "dtsim/runtime/peer_wait.hpp"
 #include "dtsim/runtime/thread_priority.hpp"
 #include "dtsim/sim/report.hpp"
@@ -575,6 +576,8 @@ ExecResult execute(const sim::Plan& plan, const models::Workload& workload, cons
     }
     finish_measured_result(r, plan, workload, config);
 
+    if (const std::string slow = profiler::blas_kernel_warning(profiler::host_info()); !slow.empty())
+        r.notes.push_back(slow);
     if (r.mode == Mode::replay) {
         r.notes.push_back(
             "replay: GEMMs run as fp32 cblas_sgemm at each op's m, n, k and layout (NN, NT or TN; batched GEMMs "

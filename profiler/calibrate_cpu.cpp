@@ -58,6 +58,7 @@ calib::Calibration calibrate_cpu(const CpuCalibrationOptions& o, const ProgressF
     };
     calib::Calibration c;
     const HostInfo host = host_info();
+    if (const std::string slow = blas_kernel_warning(host); !slow.empty() && rank == 0) report("warning: " + slow);
     const bool gloo = o.transport == runtime::CommBackend::gloo;
     c.name = o.name.empty() ? fmt::format("{}-cpu-{}ranks{}", host.hostname, size, gloo ? "-gloo" : "") : o.name;
     c.provenance.source = "measured";

@@ -2,6 +2,7 @@
 // runs in a few seconds on a small machine.
 #include "dtsim/common/error.hpp"
 #include "dtsim/profiler/cpu_benchmarks.hpp"
+#include "dtsim/profiler/host_info.hpp"
 #include "dtsim/runtime/cpu_kernels.hpp"
 
 #include "support/temp_dir.hpp"
@@ -145,4 +146,25 @@ TEST_CASE("bench_gemm keeps each shape's layout, and every layout probe has its 
     CHECK(points[0].layout == GemmLayout::nt);
     CHECK(points[1].layout == GemmLayout::tn);
     CHECK(points[0].time_us > 0);
+}
+
+TEST_CASE("a warning when OpenBLAS runs pre-AVX2 kernels on a CPU with AVX2, and only then") {
+    HostInfo h;
+    h.cpu_model = "Intel(R) Xeon(R) Processor";
+    h.blas_core = "Prescott";  // what Debian 12's OpenBLAS 0.3.21 picks on processors newer than it
+    h.cpu_avx2 = true;
+    h.cpu_avx512 = true;
+    const std::string w = blas_kernel_warning(h);
+    CHECK_THAT(
+        w, Catch::Contains("Prescott") && Catch::Contains("OPENBLAS_CORETYPE=Haswell") && Catch::Contains("SkylakeX"));
+    h.cpu_avx512 = false;
+    CHECK_THAT(blas_kernel_warning(h), !Catch::Contains("SkylakeX"));
+    h.blas_core = "Haswell";
+    CHECK(blas_kernel_warning(h).empty());
+    h.blas_core = "Prescott";
+    h.cpu_avx2 = false;  // an old CPU: the generic kernels are its best
+    CHECK(blas_kernel_warning(h).empty());
+    // This machine: the warning agrees with what OpenBLAS and the CPU report.
+    const HostInfo here = host_info();
+    CHECK(blas_kernel_warning(here).empty() == (here.blas_core != "Prescott" || !here.cpu_avx2));
 }
