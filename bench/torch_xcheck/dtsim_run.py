@@ -2,6 +2,7 @@
 its simulated step, summarising errors, bucket rankings and per-rank step figures, and publishing a table."""
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -13,6 +14,36 @@ import sys
 def compilers_running() -> str:
     """`pgrep -c cc1plus`: timings taken while a compiler runs are worthless on this 2-core machine."""
     return subprocess.run(["pgrep", "-c", "cc1plus"], capture_output=True, text=True).stdout.strip() or "0"
+
+
+def breakdown_args(prog: str, description: str, knobs=None) -> argparse.Namespace | None:
+    """The options fsdp_breakdown.py and hook_breakdown.py share, parsed and
+    checked; `knobs(ap)` adds a script's own. None (after a one-line error) when
+    they are wrong."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--dtsim", required=True, help="a built dtsim")
+    ap.add_argument("--hardware", required=True, help="the calibration dtsim simulates with (steptime.py's "
+                                                      "--keep-calibration)")
+    ap.add_argument("--model", default="8x2048", help="LxW of the MLP (8x2048)")
+    if knobs:
+        knobs(ap)
+    ap.add_argument("--batch", type=int, default=64, help="samples per rank (64)")
+    ap.add_argument("--steps", type=int, default=12, help="steps a run (12; the first 4 are warm-up)")
+    ap.add_argument("--out", help="append the tables to this markdown file")
+    a = ap.parse_args()
+    try:
+        a.layers, a.width = (int(v) for v in a.model.split("x"))
+    except ValueError:
+        print(f"{prog}: --model {a.model!r}: expected LxW, for example 8x2048", file=sys.stderr)
+        return None
+    if a.steps < 6:
+        print(f"{prog}: --steps must be at least 6 (4 are warm-up)", file=sys.stderr)
+        return None
+    for path, what in ((a.dtsim, "an executable dtsim"), (a.hardware, "a calibration file")):
+        if not os.path.exists(path):
+            print(f"{prog}: {path} is not {what}", file=sys.stderr)
+            return None
+    return a
 
 
 def calibrate(dtsim: str, backend: str, workdir: str, quick: bool, extra: tuple[str, ...] = ()) -> dict:

@@ -25,7 +25,6 @@ straggler wait.
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -35,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dtsim_run import compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
+from dtsim_run import breakdown_args, compilers_running, machine_line, publish, rank_medians, simulated_step  # noqa: E402
 from steptime import build_model, spawn_with_retry  # noqa: E402
 
 SHARDINGS = ["FULL_SHARD", "SHARD_GRAD_OP"]
@@ -215,27 +214,9 @@ PARTS = [("forward all-gathers", "forward: all-gathers"), ("forward rest", "forw
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dtsim", required=True, help="a built dtsim")
-    ap.add_argument("--hardware", required=True, help="the calibration dtsim simulates with (steptime.py's "
-                                                      "--keep-calibration)")
-    ap.add_argument("--model", default="8x2048", help="LxW of the MLP (8x2048)")
-    ap.add_argument("--batch", type=int, default=64, help="samples per rank (64)")
-    ap.add_argument("--steps", type=int, default=12, help="steps a run (12; the first 4 are warm-up)")
-    ap.add_argument("--out", help="append the tables to this markdown file")
-    a = ap.parse_args()
-    try:
-        a.layers, a.width = (int(v) for v in a.model.split("x"))
-    except ValueError:
-        print(f"fsdp_breakdown.py: --model {a.model!r}: expected LxW, for example 8x2048", file=sys.stderr)
+    a = breakdown_args("fsdp_breakdown.py", __doc__.split("\n\n")[0])
+    if a is None:
         return 2
-    if a.steps < 6:
-        print("fsdp_breakdown.py: --steps must be at least 6 (4 are warm-up)", file=sys.stderr)
-        return 2
-    for path, what in ((a.dtsim, "an executable dtsim"), (a.hardware, "a calibration file")):
-        if not os.path.exists(path):
-            print(f"fsdp_breakdown.py: {path} is not {what}", file=sys.stderr)
-            return 2
     started, busy = time.time(), compilers_running()
     import torch
 
