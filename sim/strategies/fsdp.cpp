@@ -269,6 +269,9 @@ public:
                 unsharded_[static_cast<std::size_t>(u)])
                 reshard(u, f);
         }
+        // fully_shard: the root's post_forward frees the last kept all-gather output
+        // (release_all_gather_state_for_comm_reuse).
+        release_held(held_gather_output_, MemCategory::gathered);
     }
 
     // ---- backward (§3.3, §3.4, §3.8)
@@ -348,9 +351,8 @@ public:
             if (sync) reduce(m, u, flat);
         }
         // The root's post-backward callback waits for the reductions and drops the
-        // retained reduce-scatter input and all-gather output (fully_shard).
+        // retained reduce-scatter input (fully_shard).
         release_held(held_reduce_input_, MemCategory::gradients);
-        release_held(held_gather_output_, MemCategory::gathered);
     }
 
     // ---- step: the optimizer over this rank's shards, then zero_grad
@@ -657,6 +659,9 @@ private:
         step().synchronous_collective(gather);  // _all_gather_flat_param: dist.all_gather, no async_op
         plan_.alloc(MemCategory::gathered, un.padded * o_.param_bytes);
         if (o_.offload) plan_.release(MemCategory::gathered, o_.shard_bytes * un.shard);
+        // fully_shard in forward: this group's wait_for_unshard, right after it issues
+        // the all-gather, drops the output the group before it kept (all_gather_state).
+        if (o_.fully_shard && !in_backward_) release_held(held_gather_output_, MemCategory::gathered);
         unsharded_[static_cast<std::size_t>(u)] = 1;
         return gather;
     }
@@ -682,8 +687,9 @@ private:
     // fully_shard's wait_for_unshard: foreach_all_gather_copy_out copies the
     // all-gather output into each unsharded parameter (split_with_sizes_copy,
     // reading and writing the unit once) on the compute stream. The output is
-    // freed then in backward, and at the next group's copy-out in forward
-    // (kept for implicit prefetching). The unit's compute now waits for the copy.
+    // freed then in backward; in forward it is kept (implicit prefetching) until
+    // the next group's all-gather is issued, or the root's post_forward. The
+    // unit's compute now waits for the copy.
     void copy_out(int m, int u) {
         std::int32_t& g = gather_[static_cast<std::size_t>(u)];
         if (g < 0 || copied_[static_cast<std::size_t>(u)]) return;
@@ -697,7 +703,7 @@ private:
         if (in_backward_) {
             plan_.release(MemCategory::gathered, bytes);
         } else {
-            release_held(held_gather_output_, MemCategory::gathered);
+            release_held(held_gather_output_, MemCategory::gathered);  // none left, unless no all-gather came between
             held_gather_output_ = bytes;
         }
     }
@@ -728,7 +734,6 @@ private:
         const std::int64_t input = un.padded * o_.reduce_bytes;
         plan_.alloc(MemCategory::gradients, input);
         plan_.release(MemCategory::gradients, unsharded_grad_bytes(u));
-        release_held(held_gather_output_, MemCategory::gathered);  // all_gather_state, on the current stream
         release_held(held_reduce_input_, MemCategory::gradients);
         held_reduce_input_ = input;
         if (!sharded_) {

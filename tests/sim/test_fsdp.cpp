@@ -1054,10 +1054,14 @@ TEST_CASE("fsdp2 reduces through a chunk_cat copy-in, with AVG for bf16 and fp32
     }
 }
 
-TEST_CASE("fsdp2 holds one more unit of parameters than fsdp1 at the peak: the kept all-gather output") {
-    // In forward wait_for_unshard keeps a group's all-gather output until the
-    // next group's copy-out; the last one until the first post_backward, where
-    // the activations peak. FSDP1 all-gathers into the flat parameter itself.
+TEST_CASE("fsdp2 keeps a forward all-gather output until the next all-gather: one unit more than fsdp1, in forward") {
+    // In forward wait_for_unshard keeps a group's all-gather output until the next
+    // group has issued its all-gather (all_gather_state); the root's post_forward
+    // frees the last one. So while an all-gather runs in forward FSDP2 holds the
+    // unit computing, its kept output and the new output, where FSDP1, which
+    // all-gathers into the flat parameter itself, holds two. In backward each
+    // output is freed after its copy-out, and at the peak, early in backward,
+    // both hold the same.
     Config c = fsdp_config("llama2-7b", 1, 8);
     c.micro_batch = 2;
     c.seq_len = 4096;
@@ -1066,8 +1070,8 @@ TEST_CASE("fsdp2 holds one more unit of parameters than fsdp1 at the peak: the k
     const SimResult v2 = run(c);
     const Wrap u = transformer_units(*v2.workload);
     const std::int64_t block = padded(u.numel[1], 8) * 2;  // bf16
-    CHECK(at_peak(v2, MemCategory::gathered) - at_peak(v1, MemCategory::gathered) == block);
-    CHECK(v2.metrics.peak_memory_bytes - v1.metrics.peak_memory_bytes == block);
+    CHECK(max_over_step(v2, MemCategory::gathered) - max_over_step(v1, MemCategory::gathered) == block);
+    CHECK(at_peak(v2, MemCategory::gathered) == at_peak(v1, MemCategory::gathered));
     CHECK(v2.metrics.compute_s > v1.metrics.compute_s);  // the copy-outs
 }
 
