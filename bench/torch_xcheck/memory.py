@@ -42,6 +42,7 @@ CASES = {
     "DDP 2 ranks, gradient_as_bucket_view": (2, {"gradient_as_bucket_view": True},
                                              ["ddp", "gradient_as_bucket_view=true"]),
     "FSDP FULL_SHARD, one unit": (2, {"fsdp": "FULL_SHARD"}, ["fsdp", "auto_wrap_policy=none"]),
+    "FSDP2, fully_shard(model)": (2, {"fsdp2": True}, ["fsdp2", "units=none"]),
 }
 
 
@@ -66,7 +67,13 @@ def worker(rank: int, world: int, init: str, spec: tuple, batch: int, kwargs: di
                  on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
         kwargs = dict(kwargs)
         sharding = kwargs.pop("fsdp", None)
-        if sharding:
+        if kwargs.pop("fsdp2", False):
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            model = build_model(spec)
+            fully_shard(model, mesh=init_device_mesh("cpu", (world,)))
+        elif sharding:
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
 
             model = FSDP(build_model(spec), sharding_strategy=getattr(ShardingStrategy, sharding),

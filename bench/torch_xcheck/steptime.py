@@ -113,6 +113,8 @@ CASES = {
     "FSDP SHARD_GRAD_OP": (2, {"fsdp": "SHARD_GRAD_OP"},
                            ["fsdp", "sharding_strategy=SHARD_GRAD_OP", "auto_wrap_policy=size",
                             "min_num_params={unit}"]),
+    # FSDP2: fully_shard on each Linear, then on the model.
+    "FSDP2": (2, {"fsdp2": True}, ["fsdp2", "units=size", "min_num_params={unit}"]),
 }
 BUCKET_CASES = ["bucket 1 MiB", "bucket 25 MiB", "bucket 100 MiB"]
 
@@ -152,7 +154,8 @@ def cases_for(torch) -> tuple[dict, list[str]]:
       from 2.4 an explicit bucket_cap_mb is the first bucket's cap too, which is dtsim's default. So older torch
       gets `first_bucket_mb=1` on every DDP case.
     - FSDP runs on CPU (`device_id=torch.device("cpu")`, gloo's all-gather into chunks) from torch 2.1; the FSDP
-      cases are left out on older torch, and wherever torch.distributed.fsdp does not import."""
+      cases are left out on older torch, and wherever torch.distributed.fsdp does not import. FSDP2 (fully_shard)
+      is public from 2.6."""
     cases, notes = dict(CASES), []
     version = torch_version(torch)
     if knobs := ddp_knobs_for(torch):
@@ -165,9 +168,16 @@ def cases_for(torch) -> tuple[dict, list[str]]:
     except Exception as e:  # Debian's 1.13 under Python 3.11: a dataclass default that 3.11 refuses
         why = f"torch.distributed.fsdp does not import here: {type(e).__name__}: {e}"
     if why:
-        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp" in kw]
+        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp" in kw or "fsdp2" in kw]
         cases = {n: c for n, c in cases.items() if n not in dropped}
         notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} ({why})")
+        return cases, notes
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError as e:  # public from torch 2.6
+        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp2" in kw]
+        cases = {n: c for n, c in cases.items() if n not in dropped}
+        notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} (no fully_shard: {e})")
     return cases, notes
 
 
@@ -262,7 +272,16 @@ def ddp_worker(rank: int, world: int, init: str, spec: tuple, batch: int, steps:
     hook = kwargs.pop("hook", None)
     sharding = kwargs.pop("fsdp", None)
     wrap = kwargs.pop("fsdp_wrap", "linear")  # "linear": one unit per nn.Linear; "none": the root only
-    if sharding:
+    if kwargs.pop("fsdp2", False):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        model = build_model(spec)
+        mesh = init_device_mesh("cpu", (world,))
+        for m in [m for m in model.modules() if isinstance(m, torch.nn.Linear)]:
+            fully_shard(m, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    elif sharding:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -655,7 +674,7 @@ def main() -> int:
     compute = ("its own OpenBLAS GEMMs (torch's BLAS is OpenBLAS too; torch's GEMMs timed beside each run are only "
                "printed)" if own_gemms else f"torch's GEMM times ({blas}) as its GEMM points")
     lines = [f"## {datetime.date.today()}: torch {torch.__version__} ({blas} BLAS) "
-             f"{'DDP and FSDP' if any('fsdp' in kw for _, kw, _ in cases.values()) else 'DDP'} step times against "
+             f"{'DDP and FSDP' if any('fsdp' in kw or 'fsdp2' in kw for _, kw, _ in cases.values()) else 'DDP'} step times against "
              f"dtsim (mlp-{a.layers}x{a.width}, batch {a.batch} per rank, SGD, fp32, gloo)", "",
              f"Machine: {platform.node()} ({os.cpu_count()} cores). Compilers running at the start: {busy}. "
              f"Run time {time.time() - started:.0f} s. torch: median step of steps {a.warmup + 1}-{a.steps}, "
