@@ -51,8 +51,8 @@ SIM_ARGS = {
     # size policy closing a unit at 200,000 parameters gives the same four units.
     "fsdp1_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD",
                   "--set", "auto_wrap_policy=size", "--set", "min_num_params=200000"],
-    "fsdp2_mlp": ["--strategy", "fsdp", "--set", "sharding_strategy=FULL_SHARD",
-                  "--set", "auto_wrap_policy=size", "--set", "min_num_params=200000"],
+    # torch's fully_shard on each Linear, then on the model: dtsim's fsdp2 with the same units.
+    "fsdp2_mlp": ["--strategy", "fsdp2", "--set", "units=size", "--set", "min_num_params=200000"],
 }
 COMMON = ["--model", "mlp-4x512", "--nodes", "1", "--gpus-per-node", "2", "--micro-batch", "32",
           "--precision", "fp32", "--optimizer", "sgd", "--format", "json"]
