@@ -139,6 +139,17 @@ struct FsdpOptions {
     std::int64_t shard_bytes = 4;
 };
 
+// The optimizer's implementation and the mixed precision, which both FSDPs
+// take by the same knob names (MixedPrecision / MixedPrecisionPolicy).
+void parse_precision(FsdpOptions& o, const Config& config, const Knobs& knobs) {
+    o.optimizer_impl = torch_optimizer_impl(knobs);
+    o.param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
+    o.reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), o.param_dtype);
+    o.param_bytes = dtype_bytes(o.param_dtype);
+    o.reduce_bytes = dtype_bytes(o.reduce_dtype);
+    o.shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+}
+
 FsdpOptions parse_options(const models::Workload& w, const Config& config, const Knobs& knobs) {
     check_block_classes(w, knobs, "activation_checkpointing_policy");
     check_block_classes(w, knobs, "transformer_layer_cls");
@@ -156,12 +167,7 @@ FsdpOptions parse_options(const models::Workload& w, const Config& config, const
     o.lightning = knobs.text("frontend") == "lightning";
     o.checkpoint_policy =
         knobs.is_set("activation_checkpointing_policy") && knobs.text("activation_checkpointing_policy") != "none";
-    o.optimizer_impl = torch_optimizer_impl(knobs);
-    o.param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
-    o.reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), o.param_dtype);
-    o.param_bytes = dtype_bytes(o.param_dtype);
-    o.reduce_bytes = dtype_bytes(o.reduce_dtype);
-    o.shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+    parse_precision(o, config, knobs);
     return o;
 }
 
@@ -184,12 +190,7 @@ FsdpOptions parse_fully_shard_options(const Config& config, const Knobs& knobs) 
     o.limit_all_gathers = false;
     o.no_sync = !knobs.boolean("requires_gradient_sync");
     o.wrap_policy = knobs.text("units");
-    o.optimizer_impl = torch_optimizer_impl(knobs);
-    o.param_dtype = resolve_dtype(knobs.text("param_dtype"), compute_dtype(config.precision));
-    o.reduce_dtype = resolve_dtype(knobs.text("reduce_dtype"), o.param_dtype);
-    o.param_bytes = dtype_bytes(o.param_dtype);
-    o.reduce_bytes = dtype_bytes(o.reduce_dtype);
-    o.shard_bytes = dtype_bytes(parameter_dtype(config.precision));
+    parse_precision(o, config, knobs);
     return o;
 }
 
