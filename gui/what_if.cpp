@@ -31,7 +31,7 @@ namespace {
 
 // The strategy knobs the panel offers, by their torch / DeepSpeed names. The
 // rest stay as given on the command line.
-constexpr std::array kPanelKnobs = {"bucket_cap_mb", "sharding_strategy", "stage"};
+constexpr std::array kPanelKnobs = {"bucket_cap_mb", "sharding_strategy", "reshard_after_forward", "stage"};
 
 const std::array kPrecisions = {sim::Precision::fp32, sim::Precision::fp16_mixed, sim::Precision::bf16_mixed,
                                 sim::Precision::fp16_true, sim::Precision::bf16_true};

@@ -61,6 +61,14 @@ TEST_CASE("changing a knob re-simulates and the step-time label changes", "[gui]
         CHECK_FALSE(panel.set_control(QStringLiteral("bucket_cap_mb"), QStringLiteral("50")));
         CHECK(panel.outcome().valid);
     }
+    SECTION("fsdp2 offers reshard_after_forward, and keeping parameters after forward costs memory") {
+        REQUIRE(panel.set_control(QStringLiteral("strategy"), QStringLiteral("fsdp2")));
+        CHECK_FALSE(panel.set_control(QStringLiteral("sharding_strategy"), QStringLiteral("SHARD_GRAD_OP")));
+        const auto resharded = panel.outcome().peak_memory_bytes;
+        REQUIRE(panel.set_control(QStringLiteral("reshard_after_forward"), QStringLiteral("false")));
+        CHECK(panel.config().knobs.back() == std::pair<std::string, std::string>{"reshard_after_forward", "false"});
+        CHECK(panel.outcome().peak_memory_bytes > resharded);
+    }
     SECTION("a configuration that does not fit is a clear state, not an error") {
         REQUIRE(panel.set_control(QStringLiteral("micro_batch"), QStringLiteral("512")));
         CHECK(panel.outcome().valid);
