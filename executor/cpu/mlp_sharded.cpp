@@ -127,6 +127,18 @@ std::int64_t total_bytes(const Sharding& s, const std::vector<int>& groups) {
 void place_buffers(const sim::Plan& plan, Sharding& s, int layers) {
     const auto& tasks = plan.tasks;
     const std::size_t n = tasks.size();
+    // FSDP2's copy-outs: each follows the all-gather it copies (its one dependency).
+    for (std::size_t i = 0; i < n; ++i) {
+        auto& a = s.actions[i];
+        if (a.op != Sharding::Op::copy_out) continue;
+        const auto deps = plan.deps_of(tasks[i]);
+        DTSIM_ASSERT(deps.size() == 1, fmt::format("copy-out task {} follows one all-gather", i));
+        auto& gather = s.actions[static_cast<std::size_t>(deps[0])];
+        DTSIM_ASSERT(gather.op == Sharding::Op::gather && gather.groups.size() == 1,
+                     fmt::format("copy-out task {} copies one group's all-gather", i));
+        gather.staged = true;
+        a.staged_from = deps[0];
+    }
     std::vector<int> copies(s.groups.size(), 0);
     for (std::size_t i = 0; i < n; ++i) {
         auto& a = s.actions[i];
@@ -248,7 +260,7 @@ void check_sharded_train(const sim::Plan& plan, const models::Workload& w, const
         if (t.kind == TaskKind::host_compute && (t.elements > 0 || t.fixed_ns == 0))
             throw fail("an optimizer step on the host (offload: DeepSpeed's offload_optimizer, FSDP's cpu_offload)");
         if (t.kind == TaskKind::compute && t.layer < 0 && t.phase != Phase::optimizer &&
-            t.phase != Phase::gradient_copy && t.phase != Phase::compression)
+            t.phase != Phase::gradient_copy && t.phase != Phase::compression && t.phase != Phase::parameter_copy)
             throw fail(fmt::format("{} passes", sim::to_string(t.phase)));
         if (t.kind == TaskKind::compute && t.phase == Phase::recompute) throw fail("recompute passes");
         if (t.kind != TaskKind::collective) continue;
@@ -333,6 +345,8 @@ MlpTrainer::MlpTrainer(const sim::Plan& plan, const models::Workload& w, const s
                 a.op = Sharding::Op::flatten;
             else if (t.phase == Phase::compression)
                 a.op = Sharding::Op::divide;  // FSDP's _div_if_needed
+            else if (t.phase == Phase::parameter_copy)
+                a.op = Sharding::Op::copy_out;  // FSDP2's foreach_all_gather_copy_out
             else if (t.phase == Phase::optimizer && t.flops > 0 && !optimizer_seen) {
                 a.op = Sharding::Op::optimizer;  // the whole shard's step (ZeRO-3's later sub-groups: nothing)
                 optimizer_seen = true;
@@ -493,6 +507,17 @@ bool MlpTrainer::run_sharded(int task, runtime::Communicator* comm) {
         }
         case Sharding::Op::optimizer: sharded_step(t.optimizer_impl); return true;
         case Sharding::Op::gather: all_gather(task, *comm); return true;
+        case Sharding::Op::copy_out: {
+            // The all-gather output copied into the unsharded parameters (allocated
+            // afresh when the plan frees them between uses), then freed.
+            auto& gather = s.actions[static_cast<std::size_t>(a.staged_from)];
+            auto& gr = s.groups[static_cast<std::size_t>(gather.groups.front())];
+            auto& c = gr.copies[static_cast<std::size_t>(gather.copies.front())];
+            if (gr.transient || c.size() != gather.staging.size()) c = FreshFloats(gather.staging.size());
+            std::copy_n(gather.staging.data(), gather.staging.size(), c.data());
+            gather.staging = {};
+            return true;
+        }
         case Sharding::Op::reduce_scatter: reduce_scatter(task, *comm); return true;
         case Sharding::Op::allreduce: {
             std::size_t total = 0;
@@ -563,7 +588,15 @@ void MlpTrainer::all_gather(int task, runtime::Communicator& comm) {
         return c.data();
     };
     if (a.groups.size() == 1) {
-        comm.allgather(s.groups[static_cast<std::size_t>(a.groups.front())].param.data(), unsharded(0), count);
+        float* out = nullptr;
+        if (a.staged) {  // FSDP2: into the all-gather output; its copy-out fills the parameters
+            auto& staging = s.actions[static_cast<std::size_t>(task)].staging;
+            staging = FreshFloats(static_cast<std::size_t>(count * n));
+            out = staging.data();
+        } else {
+            out = unsharded(0);
+        }
+        comm.allgather(s.groups[static_cast<std::size_t>(a.groups.front())].param.data(), out, count);
         return;
     }
     // Several groups in one call (ZeRO-3's tensors of a layer): their shards

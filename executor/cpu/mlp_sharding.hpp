@@ -71,7 +71,8 @@ struct MlpTrainer::Sharding {
         optimizer,
         gather,
         reduce_scatter,
-        allreduce
+        allreduce,
+        copy_out  // FSDP2's wait_for_unshard: the all-gather's output copied into the unsharded parameters
     };
     struct Action {
         Op op = Op::replay;
@@ -89,6 +90,12 @@ struct MlpTrainer::Sharding {
         std::vector<Copy> release;  // transient copies this task is the last to compute with
         int flat_from = -1;         // a reduce-scatter: the flatten task that built its input
         FreshFloats flat;           // a flatten feeding a reduce-scatter: its input, built here
+        // FSDP2: a gather that a copy-out follows writes `staging` (the all-gather
+        // output), and the copy-out (`staged_from`: that gather) moves it into the
+        // group's copy the layers compute with.
+        bool staged = false;
+        FreshFloats staging;
+        int staged_from = -1;
     };
 
     std::vector<Group> groups;

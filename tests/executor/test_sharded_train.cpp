@@ -114,6 +114,8 @@ void check_equals_reference(const Case& k, int world, runtime::CommBackend trans
 
 // Per-layer FSDP units: mlp-3x64's Linear layers hold 64 x 64 + 64 parameters each.
 const Knobs kLayerUnits = {{"auto_wrap_policy", "size"}, {"min_num_params", "4160"}};
+// The same units under FSDP2: fully_shard on each Linear, then on the model.
+const Knobs kLayerGroups = {{"units", "size"}, {"min_num_params", "4160"}};
 
 }  // namespace
 
@@ -135,6 +137,8 @@ TEST_CASE("train mode: FSDP and ZeRO on one rank equal the reference MLP", "[exe
         // group of one rank as NO_SHARD, and DeepSpeed's per-owner reduces reduce nothing.
         {"fsdp", {{"sharding_strategy", "HYBRID_SHARD"}}, 1, sim::OptimizerKind::sgd},
         {"deepspeed", {{"stage", "2"}, {"use_multi_rank_bucket_allreduce", "false"}}, 1, sim::OptimizerKind::sgd},
+        // FSDP2 on one rank: nothing to all-gather or reduce-scatter.
+        {"fsdp2", kLayerGroups, 2, sim::OptimizerKind::adam},
     };
     for (const bool fresh : {false, true})
         for (const auto& k : cases) check_equals_reference(k, 1, runtime::CommBackend::mpi, fresh);
@@ -197,6 +201,19 @@ TEST_CASE("2 ranks: FSDP and ZeRO training equals one process and keeps ranks id
          }(),
          2, OptimizerKind::adam},
         {"fsdp", {{"sharding_strategy", "NO_SHARD"}}, 2, OptimizerKind::sgd},
+        // FSDP2: each all-gather copied out of its output into the parameters; every
+        // micro-step reduce-scattered (fully_shard's default) or only the last.
+        {"fsdp2", kLayerGroups, 1, OptimizerKind::sgd},
+        {"fsdp2", kLayerGroups, 2, OptimizerKind::adam},
+        {"fsdp2",
+         [] {
+             auto k = kLayerGroups;
+             k.emplace_back("requires_gradient_sync", "false");
+             k.emplace_back("reshard_after_forward", "true");
+             return k;
+         }(),
+         2, OptimizerKind::sgd},
+        {"fsdp2", {{"reshard_after_forward", "false"}}, 1, OptimizerKind::adam},
         // ZeRO 1/2: several buckets (5000 elements), allreduced then sliced; post-step all-gather.
         {"deepspeed", {{"stage", "1"}}, 1, OptimizerKind::sgd},
         {"deepspeed", {{"stage", "1"}, {"reduce_bucket_size", "5000"}}, 2, OptimizerKind::adam},
