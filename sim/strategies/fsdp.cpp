@@ -113,7 +113,7 @@ struct FsdpOptions {
     // torch's fully_shard ("FSDP2", strategy fsdp2) rather than
     // FullyShardedDataParallel: per-parameter shards, all-gathers copied out
     // into the unsharded parameters, reduce-scatter inputs copied in
-    // (sim/strategies/fsdp.cpp, lower_fully_shard's notes).
+    // (docs/notes/fsdp2.md).
     bool fully_shard = false;
     bool reshard_root = false;  // fully_shard(model, reshard_after_forward=True) given explicitly
     std::string sharding_name;  // as given: the notes quote it
@@ -176,7 +176,7 @@ FsdpOptions parse_options(const models::Workload& w, const Config& config, const
 // mesh (hsdp) shards inside each node and replicates across nodes, as
 // HYBRID_SHARD. Backward prefetches one group, as BACKWARD_PRE; forward
 // prefetches implicitly, bounded by the copy-out events rather than the rate
-// limiter (see FsdpLowering::unshard).
+// limiter (FsdpLowering::copy_out_bound).
 FsdpOptions parse_fully_shard_options(const Config& config, const Knobs& knobs) {
     FsdpOptions o;
     o.fully_shard = true;
