@@ -167,17 +167,19 @@ def cases_for(torch) -> tuple[dict, list[str]]:
         import torch.distributed.fsdp  # noqa: F401
     except Exception as e:  # Debian's 1.13 under Python 3.11: a dataclass default that 3.11 refuses
         why = f"torch.distributed.fsdp does not import here: {type(e).__name__}: {e}"
-    if why:
-        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp" in kw or "fsdp2" in kw]
+    def leave_out(keys: tuple[str, ...], reason: str) -> None:
+        nonlocal cases
+        dropped = [n for n, (_, kw, _) in cases.items() if any(k in kw for k in keys)]
         cases = {n: c for n, c in cases.items() if n not in dropped}
-        notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} ({why})")
+        notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} ({reason})")
+
+    if why:
+        leave_out(("fsdp", "fsdp2"), why)
         return cases, notes
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError as e:  # public from torch 2.6
-        dropped = [n for n, (_, kw, _) in cases.items() if "fsdp2" in kw]
-        cases = {n: c for n, c in cases.items() if n not in dropped}
-        notes.append(f"left out: {', '.join(dropped)} on torch {torch.__version__} (no fully_shard: {e})")
+        leave_out(("fsdp2",), f"no fully_shard: {e}")
     return cases, notes
 
 

@@ -185,7 +185,6 @@ FsdpOptions parse_fully_shard_options(const Config& config, const Knobs& knobs) 
     o.reshard_root = given == "true";
     o.sharding = hsdp ? (reshard ? Sharding::hybrid_shard : Sharding::hybrid_shard_zero2)
                       : (reshard ? Sharding::full_shard : Sharding::shard_grad_op);
-    o.sharding_name = "fully_shard";
     o.prefetch = Prefetch::backward_pre;
     o.limit_all_gathers = false;
     o.no_sync = !knobs.boolean("requires_gradient_sync");
@@ -736,7 +735,6 @@ private:
         plan_.alloc(MemCategory::gradients, input);
         plan_.release(MemCategory::gradients, unsharded_grad_bytes(u));
         release_held(held_reduce_input_, MemCategory::gradients);
-        held_reduce_input_ = input;
         if (!sharded_) {
             // A shard group of one rank: no reduce-scatter, the input is the gradient;
             // across nodes (a 2-D mesh of one GPU a node) it is all-reduced.
@@ -748,11 +746,11 @@ private:
                 plan_.set_role(CollectiveRole::gradient_reduce, {u});
                 step().synchronous_collective(done);
             }
-            keep_fully_shard_grad(u, input);
-            held_reduce_input_ = 0;  // it is the gradient now
+            keep_grad_shard(u, input, true);  // the input is the gradient
             reduced_.push_back(done);
             return copied;
         }
+        held_reduce_input_ = input;
         const bool divides = o_.reduce_dtype == DType::fp16;
         const std::int32_t divided = divides ? divide(un.padded, predivide_, copied, m, shard_group_stream_) : copied;
         const std::int32_t after[] = {divided};
@@ -771,26 +769,9 @@ private:
         if (divides)
             done = divide(un.shard, postdivide_, done, m,
                           replicate_group_ >= 0 ? all_reduce_stream_ : shard_group_stream_);
-        keep_fully_shard_grad(u, output);
+        keep_grad_shard(u, output, true);
         reduced_.push_back(done);
         return copied;
-    }
-
-    // The reduced shard (`output` bytes, reduce_dtype) becomes unit u's sharded
-    // gradients in the parameters' dtype (_cast_and_view_sharded_grads): the
-    // same buffer when the dtypes agree, else a cast copy; a second micro-step
-    // adds it into them and frees it.
-    void keep_fully_shard_grad(int u, std::int64_t output) {
-        const std::int64_t kept = unit(u).shard * o_.shard_bytes;
-        if (shard_held_[static_cast<std::size_t>(u)]) {
-            plan_.release(MemCategory::gradients, output);
-            return;
-        }
-        shard_held_[static_cast<std::size_t>(u)] = 1;
-        grad_shards_ += kept;
-        if (kept == output) return;
-        plan_.alloc(MemCategory::gradients, kept);
-        plan_.release(MemCategory::gradients, output);
     }
 
     // Frees unit u's unsharded parameters when `task` (the latest task) ends.
@@ -810,21 +791,23 @@ private:
     // zero_grad(set_to_none=True) after the step (_runtime_utils.py;
     // docs/notes/library-memory-rules.md §5). With CPU offload that device
     // shard is freed by the final callback, once copied into `_cpu_grad`.
-    // At unit u's reduction (the latest task): the fp32 shard replaces the
-    // unsharded gradient and its reduce_dtype cast (`cast` bytes).
-    void keep_grad_shard(int u, std::int64_t cast) {
-        const Unit& un = unit(u);
-        const std::int64_t full = unsharded_grad_bytes(u) + cast;
+    // At unit u's reduction (the latest task): the shard replaces `replaced`
+    // bytes, what the reduction read or wrote (FSDP1: the unsharded gradient and
+    // its reduce_dtype cast; fully_shard: the reduce-scatter's output). When
+    // `in_place` and the sizes agree, that buffer itself is kept (FSDP1's
+    // NO_SHARD in its own dtype; fully_shard's views of the output,
+    // _cast_and_view_sharded_grads); a later micro-step adds into the kept shard.
+    void keep_grad_shard(int u, std::int64_t replaced, bool in_place) {
+        const std::int64_t kept = o_.shard_bytes * unit(u).shard;
         if (shard_held_[static_cast<std::size_t>(u)]) {  // accumulating: added into the kept shard
-            plan_.release(MemCategory::gradients, full);
+            plan_.release(MemCategory::gradients, replaced);
             return;
         }
         shard_held_[static_cast<std::size_t>(u)] = 1;
-        grad_shards_ += o_.shard_bytes * un.shard;
-        if (!sharded_ && full == o_.shard_bytes * un.shard)
-            return;  // NO_SHARD, reduced in its own dtype: the gradient itself is kept
-        plan_.alloc(MemCategory::gradients, o_.shard_bytes * un.shard);
-        plan_.release(MemCategory::gradients, full);
+        grad_shards_ += kept;
+        if (in_place && replaced == kept) return;
+        plan_.alloc(MemCategory::gradients, kept);
+        plan_.release(MemCategory::gradients, replaced);
     }
 
     // Gradient reduction of unit u after `grad_ready` (§3.2, §3.3, §3.6).
@@ -848,7 +831,7 @@ private:
             step().synchronous_collective(done);  // _reduce_grad: dist.reduce_scatter_single, no async_op
             // The gradient cast to reduce_dtype lives with the unsharded one until the reduce-scatter ends.
             plan_.alloc(MemCategory::gradients, cast);
-            keep_grad_shard(u, cast);
+            keep_grad_shard(u, unsharded_grad_bytes(u) + cast, !sharded_);
             if (replicate_group_ >= 0) {
                 // HYBRID: all-reduce of the gradient shard across nodes (_inter_node_pg).
                 const std::int32_t rs[] = {done};
@@ -863,9 +846,9 @@ private:
             plan_.set_role(CollectiveRole::gradient_reduce, {u});
             step().synchronous_collective(done);  // _reduce_grad_no_shard: dist.all_reduce, no async_op
             plan_.alloc(MemCategory::gradients, cast);
-            keep_grad_shard(u, cast);
+            keep_grad_shard(u, unsharded_grad_bytes(u) + cast, !sharded_);
         } else {
-            keep_grad_shard(u, 0);  // one rank: nothing to reduce
+            keep_grad_shard(u, unsharded_grad_bytes(u), !sharded_);  // one rank: nothing to reduce
         }
         if (done != grad_ready)
             done = divide(reduced_elements, postdivide_, done, m,
@@ -921,15 +904,14 @@ private:
     std::vector<int> order_;            // units to all-gather in this pass, in hook order
     std::size_t next_ = 0;              // the next of order_ to all-gather
     std::int32_t last_forward_ = -1;
-    std::int32_t previous_micro_step_ = -1;
+    std::int32_t previous_micro_step_ = -1;  // the model thread's last task of the micro-step before (its last flatten)
     // fully_shard: the pass in progress, the copy-outs done in it, and the
     // buffers kept past their use.
     bool in_backward_ = false;
     std::vector<char> copied_;             // the unit's all-gather is copied out in this pass
     std::vector<std::int32_t> copy_outs_;  // this pass's copy-out tasks, in order
     std::int64_t held_gather_output_ = 0;  // forward's last all-gather output (all_gather_state)
-    std::int64_t held_reduce_input_ = 0;   // the last reduce-scatter input (reduce_scatter_states)  // the model
-                                           // thread's last task of the micro-step before (its last flatten)
+    std::int64_t held_reduce_input_ = 0;   // the last reduce-scatter input (reduce_scatter_states)
 };
 
 Plan run_fsdp(const models::Workload& w, const Config& config, const FsdpOptions& options,
