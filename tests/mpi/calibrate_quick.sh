@@ -8,7 +8,7 @@ enter_scratch_dir
 dir="$scratch"
 
 start=$(date +%s)
-timeout 120 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend cpu --quick --io-dir "$dir" --out cal.json \
+within 120 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend cpu --quick --io-dir "$dir" --out cal.json \
   > calibrate.out
 elapsed=$(( $(date +%s) - start ))
 echo "calibrate --quick on 2 ranks took ${elapsed} s"
@@ -40,7 +40,7 @@ grep -q 'mpirun -np 4' err.txt
 
 # The gloo backend measures gloo's TCP collectives (what torch.distributed runs
 # on CPU) and says so in the calibration and in its tables.
-timeout 180 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --io-dir "$dir" --out gloo.json \
+within 180 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --io-dir "$dir" --out gloo.json \
   > calibrate_gloo.out
 cat calibrate_gloo.out
 grep -q '"backend": "cpu-gloo-openblas"' gloo.json

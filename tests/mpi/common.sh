@@ -9,3 +9,16 @@ enter_scratch_dir() {
     trap 'rm -rf "$scratch"' EXIT
     cd "$scratch"
 }
+
+# within SECONDS CMD...: CMD under `timeout`, so that a hang fails with the
+# command named. SECONDS is the budget of a Release build; the sanitizer test
+# presets set DTSIM_TEST_TIME_SCALE (instrumented code runs several times
+# slower, and ASan once ran validate past its Release budget on a slow machine).
+within() {
+    local secs=$(( $1 * ${DTSIM_TEST_TIME_SCALE:-1} ))
+    shift
+    local rc=0
+    timeout "$secs" "$@" || rc=$?
+    [ $rc -ne 124 ] || echo "$(basename "$0"): timed out after $secs s: $*" >&2
+    return $rc
+}

@@ -7,7 +7,7 @@ dtsim="$1"
 enter_scratch_dir
 dir="$scratch"
 
-timeout 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model mlp-4x256 --micro-batch 16 --steps 6 \
+within 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model mlp-4x256 --micro-batch 16 --steps 6 \
   --trace measured.json > train.out
 cat train.out
 grep -q 'in train mode on 2 rank(s)' train.out
@@ -17,7 +17,7 @@ grep -q '"rank 1' measured.json   # one process per rank in the measured trace
 # --fault-timeout 100: this checks the replay's output, not the watchdog (the
 # faults test does); gpt2's optimizer step over its shard took over 30 s under
 # AddressSanitizer on a machine whose two cores were also running fuzzers.
-timeout 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model gpt2 --seq-len 32 --strategy fsdp --steps 2 \
+within 120 mpirun -np 2 --oversubscribe "$dtsim" execute --model gpt2 --seq-len 32 --strategy fsdp --steps 2 \
   --fault-timeout 100 --format json > replay.json
 cat replay.json
 grep -q '"mode": "replay"' replay.json

@@ -17,10 +17,10 @@ valid_trace() {
   python3 -c 'import json,sys; t=json.load(open(sys.argv[1])); assert len(t["traceEvents"]) > 0' "$1" ||
     fail "$1 is not a valid JSON trace"
 }
-run() {  # run NAME INJECTION: mpirun under `timeout 60`, sets rc and secs
+run() {  # run NAME INJECTION: mpirun `within 60` s, sets rc and secs
   local name="$1"
   local start=$SECONDS
-  DTSIM_FAULT_INJECT="$2" timeout 60 mpirun -np 2 --oversubscribe -x DTSIM_FAULT_INJECT "$dtsim" execute \
+  DTSIM_FAULT_INJECT="$2" within 60 mpirun -np 2 --oversubscribe -x DTSIM_FAULT_INJECT "$dtsim" execute \
     --model mlp-4x128 --micro-batch 8 --steps 5 --fault-timeout "${FAULT_TIMEOUT:-5}" --trace "$name.json" \
     > "$name.out" 2> "$name.err"
   rc=$?
@@ -102,7 +102,7 @@ if ldd "$dtsim" | grep -q 'libasan'; then
   echo "SKIP nomem: $dtsim is built with AddressSanitizer, which cannot run under ulimit -v and aborts instead of throwing bad_alloc; the release build's run of this script covers it"
 else
   start=$SECONDS
-  timeout 60 mpirun -np 1 "$dtsim" execute --model mlp-4x8192 --micro-batch 8 --steps 3 --fault-timeout 5 \
+  within 60 mpirun -np 1 "$dtsim" execute --model mlp-4x8192 --micro-batch 8 --steps 3 --fault-timeout 5 \
     : -np 1 bash -c 'ulimit -v 1572864 && exec "$0" "$@"' "$dtsim" execute --model mlp-4x8192 --micro-batch 8 \
     --steps 3 --fault-timeout 5 > nomem.out 2> nomem.err
   rc=$?; secs=$((SECONDS - start))
@@ -117,7 +117,7 @@ fi
 if unshare --mount true 2>/dev/null; then
   mkdir -p nvme
   start=$SECONDS
-  DIR="$dir" DTSIM="$dtsim" timeout 60 unshare --mount bash -c '
+  DIR="$dir" DTSIM="$dtsim" within 60 unshare --mount bash -c '
     mount -t tmpfs -o size=16m tmpfs "$DIR/nvme" &&
     exec mpirun -np 2 --oversubscribe "$DTSIM" execute --model mlp-4x1024 --micro-batch 8 --steps 3 \
       --strategy deepspeed_stage_3_offload_nvme --io-dir "$DIR/nvme" --fault-timeout 5' > full.out 2> full.err

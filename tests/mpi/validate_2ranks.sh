@@ -7,7 +7,7 @@ source "$(dirname "$0")/common.sh"
 dtsim="$1"
 enter_scratch_dir
 dir="$scratch"
-timeout 150 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 3 \
+within 150 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 3 \
   --strategies ddp,fsdp,deepspeed_stage_2 --tasks 3 --format json > validate.json
 cat validate.json
 python3 - validate.json <<'PY'
@@ -30,7 +30,7 @@ for r in j["results"]:
 PY
 
 # A datasheet preset cannot be re-measured on this machine.
-if timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
+if within 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
   --hardware h100-sxm --refresh on > refused.out 2> refused.err; then
   echo "validate --refresh on with a preset should fail"; exit 1
 fi
@@ -38,8 +38,8 @@ cat refused.err
 grep -q -- "--refresh on: calibration 'h100-sxm' cannot be refreshed here" refused.err
 
 # A gloo calibration is compared with gloo's collectives, as it priced them.
-timeout 60 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --out gloo.json
-timeout 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
+within 60 mpirun -np 2 --oversubscribe "$dtsim" calibrate --backend gloo --quick --out gloo.json
+within 60 mpirun -np 2 --oversubscribe "$dtsim" validate --model mlp-4x256 --micro-batch 16 --steps 2 \
   --hardware gloo.json --refresh off > gloo.out
 cat gloo.out
 grep -q "executed over gloo" gloo.out
