@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the test suite under the sanitizers (CI runs both after scripts/test.sh):
+# Runs the test suite under the sanitizers (CI runs both after the suite):
 #   asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite, MPI
 #         tests included; leak detection on, with third-party leaks suppressed
 #         by tests/sanitizers/lsan.supp (each entry says why).
